@@ -1,0 +1,149 @@
+// Package policy decides, for an operation on a physical path, whether a
+// session may perform it and which errno refuses it. A *Policy is compiled
+// once from a Spec, is immutable, and is safe for concurrent use; callers swap
+// policies atomically (see fusefs) to change them live.
+//
+// The rules are those of DESIGN.md, "Policy": the mode × access matrix, the
+// temp area, the outside-every-root rule, protected subpaths and the errno
+// table.
+package policy
+
+import (
+	"syscall"
+)
+
+// Mode is the sandbox mode of a session.
+type Mode string
+
+// The sandbox modes.
+const (
+	ModeReadOnly       Mode = "read-only"
+	ModeWorkspaceWrite Mode = "workspace-write" // the default
+	ModeFullAccess     Mode = "full-access"
+)
+
+// Access is the explicit access level of an additional root.
+type Access string
+
+// The access levels.
+const (
+	AccessNone      Access = "none"
+	AccessReadOnly  Access = "read-only"
+	AccessReadWrite Access = "read-write"
+)
+
+// Root is an additional root: an absolute path and its access level.
+type Root struct {
+	Path   string `json:"path" yaml:"path"`
+	Access Access `json:"access" yaml:"access"`
+}
+
+// Spec is a policy as a user writes it (JSON or YAML). Compile checks it.
+type Spec struct {
+	// Mode defaults to workspace-write when empty.
+	Mode Mode `json:"mode,omitempty" yaml:"mode,omitempty"`
+	// Primary is the session's project root, absolute. Required.
+	Primary string `json:"primary" yaml:"primary"`
+	// Additional are further explicit roots; they may not overlap each other
+	// or the primary root.
+	Additional []Root `json:"additional,omitempty" yaml:"additional,omitempty"`
+	// Temp is the platform temp area; nil means DefaultTemp().
+	Temp []string `json:"temp,omitempty" yaml:"temp,omitempty"`
+	// Protected are subpaths, relative to each writable root, kept read-only;
+	// nil means DefaultProtected.
+	Protected []string `json:"protected,omitempty" yaml:"protected,omitempty"`
+}
+
+// DefaultProtected are the protected subpaths when Spec.Protected is nil: a
+// write there becomes code execution (hooks) or a config change that runs code.
+var DefaultProtected = []string{".git/hooks", ".git/config"}
+
+// Op is a file system operation, as policy classifies it.
+type Op uint8
+
+// The operations. OpRead covers every non-mutating access (lookup, open for
+// read, readdir, getattr, getxattr, readlink); the rest are writes.
+const (
+	OpRead Op = iota
+	OpCreate
+	OpMkdir
+	OpMknod       // fifo or socket
+	OpMknodDevice // character or block device: always EPERM
+	OpSymlink
+	OpLink // the new name; DecideLink checks the source too
+	OpUnlink
+	OpRmdir
+	OpRename // one end; DecideRename checks both
+	OpOpenWrite
+	OpSetattr
+	OpSetxattr
+	OpRemovexattr
+	OpFallocate
+	OpCopyFileRange // the destination
+	OpWrite         // a generic write (CLI default for `policy check --op write`)
+	numOps
+)
+
+var opNames = [numOps]string{
+	OpRead: "read", OpCreate: "create", OpMkdir: "mkdir", OpMknod: "mknod",
+	OpMknodDevice: "mknod-device", OpSymlink: "symlink", OpLink: "link",
+	OpUnlink: "unlink", OpRmdir: "rmdir", OpRename: "rename",
+	OpOpenWrite: "open-write", OpSetattr: "setattr", OpSetxattr: "setxattr",
+	OpRemovexattr: "removexattr", OpFallocate: "fallocate",
+	OpCopyFileRange: "copy-file-range", OpWrite: "write",
+}
+
+// String returns the op's name as ParseOp accepts it.
+func (o Op) String() string {
+	if o < numOps {
+		return opNames[o]
+	}
+	return "op(" + itoa(int(o)) + ")"
+}
+
+// ParseOp returns the Op named s (the names String returns).
+func ParseOp(s string) (Op, bool) {
+	for i, n := range opNames {
+		if n == s {
+			return Op(i), true
+		}
+	}
+	return 0, false
+}
+
+// Ops returns every op name, in order.
+func Ops() []string { return append([]string(nil), opNames[:]...) }
+
+// IsWrite reports whether o mutates the file system.
+func (o Op) IsWrite() bool { return o != OpRead }
+
+// Decision is the answer to one question. Errno is 0 when Allow is true.
+// Rule names the rule that decided, e.g. "primary:read-write",
+// "protected:.git/hooks", "outside:read-only", "root:none", "device".
+type Decision struct {
+	Allow bool
+	Errno syscall.Errno
+	Rule  string
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	n := len(b)
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	if neg {
+		n--
+		b[n] = '-'
+	}
+	return string(b[n:])
+}
