@@ -1,42 +1,262 @@
 package fusefs
 
-import "github.com/wsfs/wsfs/policy"
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 
-// SKELETON until the mount lands.
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
-// Server is one mounted file system.
-type Server struct{}
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// Server is one mounted file system. Its methods are safe for concurrent use.
+type Server struct {
+	m        *mount
+	fuse     *fuse.Server
+	rootNode *node
+	waitOnce sync.Once
+}
 
 // Mount validates cfg, mounts and returns once the kernel serves the mount.
-// Errors are one line naming the input and the rule; on error nothing is left
-// mounted.
-func Mount(cfg Config) (*Server, error) { panic("unimplemented") }
+// As root it calls mount(2) itself (go-fuse DirectMount), otherwise
+// fusermount3. It sets the process umask to 0: the kernel has already applied
+// the caller's umask to every mode it sends (fuse(4)), and the server must not
+// apply its own on top. It raises RLIMIT_NOFILE to the hard limit, since each
+// inode the kernel knows holds one O_PATH descriptor.
+//
+// Errors are one line naming the input and the rule: a missing root, a root
+// that is not a directory, a mountpoint that is missing, not a directory,
+// inside the root (a loop), containing the root, or not empty (unless
+// cfg.NonEmpty), an unknown symlink mode, a nil policy. On error nothing is
+// left mounted.
+func Mount(cfg Config) (*Server, error) {
+	if cfg.Policy == nil {
+		return nil, errors.New("policy: required")
+	}
+	mode, err := ParseSymlinkMode(string(cfg.Symlinks))
+	if err != nil {
+		return nil, err
+	}
+	root, mpCanon, err := CheckMount(cfg.Root, cfg.Mountpoint, cfg.NonEmpty)
+	if err != nil {
+		return nil, err
+	}
+	rootFd, err := openCanonical(root)
+	if err != nil {
+		return nil, fmt.Errorf("root %q: %w", cfg.Root, err)
+	}
+	var st syscall.Stat_t
+	if err := fstat(rootFd, &st); err != nil {
+		unix.Close(rootFd)
+		return nil, fmt.Errorf("root %q: %w", cfg.Root, err)
+	}
+	syscall.Umask(0)
+	raiseNofile()
+
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	m := &mount{
+		root:       root,
+		dev:        st.Dev,
+		mountpoint: filepath.Clean(cfg.Mountpoint),
+		mountCanon: mpCanon,
+		symlinks:   mode,
+		log:        logger,
+		session:    cfg.Session,
+	}
+	m.pol.Store(cfg.Policy)
+	rootNode := m.newNode(rootFd, "", root)
+
+	entry, attr, neg := cfg.EntryTimeout, cfg.AttrTimeout, cfg.NegativeTimeout
+	if entry == 0 {
+		entry = DefaultTimeout
+	}
+	if attr == 0 {
+		attr = DefaultTimeout
+	}
+	rootAttr := m.stable(&st)
+	opts := &fs.Options{
+		EntryTimeout:    &entry,
+		AttrTimeout:     &attr,
+		NegativeTimeout: &neg,
+		RootStableAttr:  &rootAttr,
+		MountOptions: fuse.MountOptions{
+			FsName:               root,
+			Name:                 "wsfs",
+			DirectMount:          os.Geteuid() == 0,
+			AllowOther:           cfg.AllowOther,
+			EnableLocks:          true,
+			EnableSymlinkCaching: true,
+			Debug:                cfg.Debug,
+			MaxWrite:             1 << 20,
+		},
+	}
+	if cfg.AllowOther {
+		opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
+	}
+	if !cfg.Policy.Writable() {
+		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
+	}
+	srv, err := fs.Mount(cfg.Mountpoint, rootNode, opts)
+	if err != nil {
+		rootNode.file.Close()
+		return nil, fmt.Errorf("mount %q: %w", cfg.Mountpoint, err)
+	}
+	return &Server{m: m, fuse: srv, rootNode: rootNode}, nil
+}
+
+// raiseNofile lifts the soft descriptor limit to the hard one (Go does this
+// at start too) and, as root, the hard one to fs.nr_open.
+func raiseNofile() {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
+		return
+	}
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n > lim.Max {
+			if unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}) == nil {
+				return
+			}
+		}
+	}
+	lim.Cur = lim.Max
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+}
+
+// CheckMount validates a root and a mountpoint as Mount does and returns their
+// canonical paths. It refuses a missing root or one that is not a directory, a
+// mountpoint that is relative, missing, not a directory, a dead FUSE mount
+// (ENOTCONN), inside the root or containing it, or not empty unless nonEmpty.
+func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon string, err error) {
+	if root == "" {
+		return "", "", errors.New("root: required")
+	}
+	if rootCanon, err = identity.Canonical(root); err != nil {
+		return "", "", fmt.Errorf("root %q: %s", root, describe(err))
+	}
+	if fi, err := os.Stat(rootCanon); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("root %q: not a directory", root)
+	}
+	if mountpoint == "" {
+		return "", "", errors.New("mountpoint: required")
+	}
+	if !filepath.IsAbs(mountpoint) {
+		return "", "", fmt.Errorf("mountpoint %q: must be absolute", mountpoint)
+	}
+	if mpCanon, err = identity.Canonical(mountpoint); err != nil {
+		if errors.Is(err, syscall.ENOTCONN) {
+			return "", "", fmt.Errorf("mountpoint %q: a dead FUSE mount is there; unmount it first (wsfs unmount)", mountpoint)
+		}
+		return "", "", fmt.Errorf("mountpoint %q: %s", mountpoint, describe(err))
+	}
+	if fi, err := os.Stat(mpCanon); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("mountpoint %q: not a directory", mountpoint)
+	}
+	if within(mpCanon, rootCanon) {
+		return "", "", fmt.Errorf("mountpoint %q is inside the root %q it would serve (a loop)", mountpoint, rootCanon)
+	}
+	if within(rootCanon, mpCanon) {
+		return "", "", fmt.Errorf("root %q is inside the mountpoint %q", root, mountpoint)
+	}
+	if !nonEmpty {
+		f, err := os.Open(mpCanon)
+		if err != nil {
+			return "", "", fmt.Errorf("mountpoint %q: %s", mountpoint, describe(err))
+		}
+		names, _ := f.Readdirnames(1)
+		f.Close()
+		if len(names) > 0 {
+			return "", "", fmt.Errorf("mountpoint %q: not empty (mount over it only when asked: nonempty)", mountpoint)
+		}
+	}
+	return rootCanon, mpCanon, nil
+}
+
+// describe renders an errno as the words ext4 users know ("does not exist").
+func describe(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return "does not exist"
+	case errors.Is(err, syscall.ENOTDIR):
+		return "a path component is not a directory"
+	case errors.Is(err, syscall.ELOOP):
+		return "too many levels of symbolic links"
+	case errors.Is(err, syscall.EACCES):
+		return "permission denied"
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
+}
 
 // Root returns the canonical physical root being served.
-func (s *Server) Root() string { panic("unimplemented") }
+func (s *Server) Root() string { return s.m.root }
 
-// Mountpoint returns the mountpoint.
-func (s *Server) Mountpoint() string { panic("unimplemented") }
+// Mountpoint returns the mountpoint as given to Mount.
+func (s *Server) Mountpoint() string { return s.m.mountpoint }
 
-// SetPolicy replaces the policy; the next operation of every process sees it.
-func (s *Server) SetPolicy(p *policy.Policy) { panic("unimplemented") }
+// SetPolicy replaces the policy; the next operation of every process, already
+// running ones included, sees it. Files already open for write keep their
+// descriptor, as with chmod(2). A mount made read-only (a policy with nothing
+// writable) stays read-only.
+func (s *Server) SetPolicy(p *policy.Policy) {
+	if p != nil {
+		s.m.pol.Store(p)
+	}
+}
 
 // Policy returns the policy in force.
-func (s *Server) Policy() *policy.Policy { panic("unimplemented") }
+func (s *Server) Policy() *policy.Policy { return s.m.pol.Load() }
 
 // Stats returns a snapshot of the counters.
-func (s *Server) Stats() Stats { panic("unimplemented") }
+func (s *Server) Stats() Stats { return s.m.stats.snapshot() }
 
-// Unmount unmounts; a busy mount gives a *BusyError unless force, which
-// detaches lazily (MNT_DETACH).
-func (s *Server) Unmount(force bool) error { panic("unimplemented") }
+// Unmount unmounts and waits for the server to stop. A busy mount gives a
+// *BusyError naming the holders, unless force, which detaches the mount lazily
+// (umount2(2) MNT_DETACH): it disappears from the namespace at once and the
+// server stops when the last holder lets go.
+func (s *Server) Unmount(force bool) error {
+	if err := Unmount(s.m.mountpoint, force); err != nil {
+		return err
+	}
+	if force {
+		// Serve lazily detached holders until they let go, in the
+		// background; the caller gets control back now.
+		go s.Wait()
+		return nil
+	}
+	s.Wait()
+	return nil
+}
 
-// Wait blocks until the mount is gone (unmounted by anyone).
-func (s *Server) Wait() { panic("unimplemented") }
+// Wait blocks until the mount is gone (unmounted by anyone) and the server's
+// descriptors are closed.
+func (s *Server) Wait() {
+	s.fuse.Wait()
+	s.waitOnce.Do(func() { s.rootNode.file.Close() })
+}
 
-// Stats are counters since the mount.
+// Stats are counters since the mount. Maps are fresh copies.
 type Stats struct {
-	// Ops counts FUSE operations by name ("lookup", "getattr", ...).
+	// Ops counts FUSE operations the node tree answered, by name ("lookup",
+	// "getattr", ...). Reads and writes that go through FUSE passthrough
+	// never reach the server and are not counted.
 	Ops map[string]uint64
 	// Denials counts policy denials by rule.
 	Denials map[string]uint64
@@ -52,12 +272,99 @@ type BusyError struct {
 type Holder struct {
 	PID  int
 	Comm string
-	What string // "cwd", "root", "fd 3", "exe", "maps"
+	What string // "cwd", "root", "exe", "fd 3"
 }
 
-func (e *BusyError) Error() string { panic("unimplemented") }
+// Error is one line: the mountpoint and each holder as pid (comm, what).
+func (e *BusyError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mountpoint %q is busy", e.Mountpoint)
+	for i, h := range e.Holders {
+		if i == 0 {
+			b.WriteString(": held by ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "pid %d (%s, %s)", h.PID, h.Comm, h.What)
+	}
+	if len(e.Holders) == 0 {
+		b.WriteString(" (no holder found in /proc; another mount namespace?)")
+	}
+	return b.String()
+}
 
-// Unmount unmounts the wsfs mount at mountpoint from outside its server (the
-// `wsfs unmount` verb): it clears a dead (ENOTCONN) mount too. force detaches
-// lazily when busy.
-func Unmount(mountpoint string, force bool) error { panic("unimplemented") }
+// Unmount unmounts the FUSE mount at mountpoint from outside its server (the
+// `wsfs unmount` verb), a dead (ENOTCONN) one included. A busy mount gives a
+// *BusyError unless force, which detaches lazily. As root it uses umount2(2),
+// otherwise fusermount3 -u (-z with force).
+func Unmount(mountpoint string, force bool) error {
+	mountpoint = filepath.Clean(mountpoint)
+	if os.Geteuid() != 0 {
+		args := []string{"-u"}
+		if force {
+			args = append(args, "-z")
+		}
+		out, err := exec.Command("fusermount3", append(args, mountpoint)...).CombinedOutput()
+		if err != nil {
+			msg := strings.TrimSpace(string(out))
+			if strings.Contains(msg, "busy") {
+				return &BusyError{Mountpoint: mountpoint, Holders: Holders(mountpoint)}
+			}
+			return fmt.Errorf("unmount %q: %s", mountpoint, msg)
+		}
+		return nil
+	}
+	err := unix.Unmount(mountpoint, 0)
+	if err == unix.EBUSY {
+		if !force {
+			return &BusyError{Mountpoint: mountpoint, Holders: Holders(mountpoint)}
+		}
+		err = unix.Unmount(mountpoint, unix.MNT_DETACH)
+	}
+	switch err {
+	case nil:
+		return nil
+	case unix.EINVAL:
+		return fmt.Errorf("unmount %q: not a mountpoint", mountpoint)
+	case unix.ENOENT:
+		return fmt.Errorf("unmount %q: does not exist", mountpoint)
+	}
+	return fmt.Errorf("unmount %q: %w", mountpoint, err)
+}
+
+// Holders lists the processes whose cwd, root, executable or open files are
+// at or below mountpoint, from /proc (proc(5)). It reads only link texts,
+// never the mount itself.
+func Holders(mountpoint string) []Holder {
+	mountpoint = filepath.Clean(mountpoint)
+	ents, _ := os.ReadDir("/proc")
+	var hs []Holder
+	self := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		dir := "/proc/" + e.Name()
+		comm, _ := os.ReadFile(dir + "/comm")
+		add := func(what, link string) bool {
+			t, err := os.Readlink(link)
+			if err == nil && within(t, mountpoint) {
+				hs = append(hs, Holder{PID: pid, Comm: strings.TrimSpace(string(comm)), What: what})
+				return true
+			}
+			return false
+		}
+		if add("cwd", dir+"/cwd") || add("root", dir+"/root") || add("exe", dir+"/exe") {
+			continue
+		}
+		fds, _ := os.ReadDir(dir + "/fd")
+		for _, fd := range fds {
+			if add("fd "+fd.Name(), dir+"/fd/"+fd.Name()) {
+				break
+			}
+		}
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].PID < hs[j].PID })
+	return hs
+}

@@ -1,0 +1,187 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/policy"
+)
+
+// Every mutation asks the policy first, then makes one *at call on this
+// directory's descriptor with a single name, never following a final
+// symlink.
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	n.m.stats.op(opCreate)
+	p, errno := n.checkChild(ctx, policy.OpCreate, "create", name)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	// O_NOFOLLOW: a symlink planted on the host under this name is not
+	// followed (go-fuse's loopback create follows it).
+	fd, err := unix.Openat(n.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	pfd, err := reopen(fd, unix.O_PATH)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, 0, toErrno(err)
+	}
+	var st syscall.Stat_t
+	if err := fstat(pfd, &st); err != nil {
+		unix.Close(fd)
+		unix.Close(pfd)
+		return nil, nil, 0, toErrno(err)
+	}
+	return n.addChild(ctx, pfd, &st, "", p, out), newFileHandle(fd), 0, 0
+}
+
+// lookupNew returns the node for a name this directory just made.
+func (n *node) lookupNew(ctx context.Context, name, p string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	fd, err := openPath(n.fd, name)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	var st syscall.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, toErrno(err)
+	}
+	return n.addChild(ctx, fd, &st, "", p, out), 0
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.m.stats.op(opMkdir)
+	p, errno := n.checkChild(ctx, policy.OpMkdir, "mkdir", name)
+	if errno != 0 {
+		return nil, errno
+	}
+	if err := unix.Mkdirat(n.fd, name, mode); err != nil {
+		return nil, toErrno(err)
+	}
+	return n.lookupNew(ctx, name, p, out)
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.m.stats.op(opMknod)
+	op := policy.OpMknod
+	if t := mode & syscall.S_IFMT; t == syscall.S_IFCHR || t == syscall.S_IFBLK {
+		op = policy.OpMknodDevice
+	}
+	p, errno := n.checkChild(ctx, op, "mknod", name)
+	if errno != 0 {
+		return nil, errno
+	}
+	if err := unix.Mknodat(n.fd, name, mode, int(dev)); err != nil {
+		return nil, toErrno(err)
+	}
+	return n.lookupNew(ctx, name, p, out)
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	m.stats.op(opSymlink)
+	p, errno := n.checkChild(ctx, policy.OpSymlink, "symlink", name)
+	if errno != 0 {
+		return nil, errno
+	}
+	dir := n.phys()
+	escapes := false
+	if m.symlinks != SymlinksFollow {
+		pres := m.presentLink(dir, target)
+		switch {
+		case pres.kind == linkBroken:
+			return nil, m.deny(ctx, "symlink", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:unresolvable"})
+		case pres.kind == linkInPlace || m.symlinks == SymlinksResolve || !within(dir, m.root):
+			// A link leaving the root must reach something that exists,
+			// else O_CREAT through it would be the way out.
+			if pres.kind == linkInPlace {
+				var st unix.Stat_t
+				if err := unix.Stat(pres.key, &st); err != nil {
+					return nil, m.deny(ctx, "symlink", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:escape-dangling"})
+				}
+			}
+			escapes = true
+		}
+	}
+	if err := unix.Symlinkat(target, n.fd, name); err != nil {
+		return nil, toErrno(err)
+	}
+	ch, errno := n.lookupNew(ctx, name, p, out)
+	if errno == 0 && escapes {
+		// The kernel insists the new entry is a symlink; make it look the
+		// name up again at once, when it is served in place.
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+	}
+	return ch, errno
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	m.stats.op(opLink)
+	src, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	p := join(n.phys(), name)
+	// A hard link needs write access at both ends: otherwise an outside
+	// file could be linked in and written through.
+	if d := m.policy().DecideLink(src.phys(), p); !d.Allow {
+		return nil, m.deny(ctx, "link", p, d)
+	}
+	err := unix.Linkat(src.fd, "", n.fd, name, unix.AT_EMPTY_PATH)
+	if err == unix.ENOENT || err == unix.EPERM {
+		// AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc/self/fd does not
+		// (linkat(2)).
+		err = unix.Linkat(unix.AT_FDCWD, procPath(src.fd), n.fd, name, unix.AT_SYMLINK_FOLLOW)
+	}
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	if src.anchor != "" {
+		return n.lookupNew(ctx, name, p, out)
+	}
+	var st syscall.Stat_t
+	if err := fstat(src.fd, &st); err != nil {
+		return nil, toErrno(err)
+	}
+	out.Attr.FromStat(&st)
+	out.Attr.Ino = src.StableAttr().Ino
+	return src.EmbeddedInode(), 0
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	n.m.stats.op(opUnlink)
+	if _, errno := n.checkChild(ctx, policy.OpUnlink, "unlink", name); errno != 0 {
+		return errno
+	}
+	return toErrno(unix.Unlinkat(n.fd, name, 0))
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	n.m.stats.op(opRmdir)
+	if _, errno := n.checkChild(ctx, policy.OpRmdir, "rmdir", name); errno != 0 {
+		return errno
+	}
+	return toErrno(unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR))
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	m := n.m
+	m.stats.op(opRename)
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	src, dst := join(n.phys(), name), join(np.phys(), newName)
+	if d := m.policy().DecideRename(src, dst); !d.Allow {
+		return m.deny(ctx, "rename", src+" -> "+dst, d)
+	}
+	return toErrno(unix.Renameat2(n.fd, name, np.fd, newName, uint(flags)))
+}

@@ -1,0 +1,534 @@
+package fusefs
+
+import (
+	"context"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/policy"
+)
+
+// mount is the state one mount's nodes share.
+type mount struct {
+	root       string // canonical physical root
+	dev        uint64 // device of root; inode numbers on it are passed through
+	mountpoint string // as given
+	mountCanon string // canonical mountpoint
+	symlinks   SymlinkMode
+	pol        atomic.Pointer[policy.Policy]
+	log        *slog.Logger
+	session    string
+	stats      counters
+	entryTTL   float64
+}
+
+// node is one backing object. It holds an O_PATH descriptor bound to the
+// object from the moment it was looked up (libfuse passthrough_hp style):
+// every operation runs on it or, for names in a directory, on the directory's
+// descriptor with a single name and AT_SYMLINK_NOFOLLOW, so no path string is
+// ever re-walked.
+type node struct {
+	fs.Inode
+	m *mount
+
+	// file holds the O_PATH descriptor. An *os.File closes it when the node
+	// is garbage collected, which covers nodes go-fuse drops in favour of an
+	// already-known inode with the same number; OnForget closes it early.
+	file *os.File
+	fd   int
+
+	// anchor is the physical path of a node served in place of a symlink
+	// (an escaping link in contain mode, any link in resolve mode). Its
+	// descendants' physical paths are computed from it.
+	anchor string
+	// origin is the physical path at creation; used once the node has no
+	// parent left in the tree (an unlinked open file).
+	origin string
+
+	closeOnce sync.Once
+}
+
+var (
+	_ fs.NodeLookuper       = (*node)(nil)
+	_ fs.NodeGetattrer      = (*node)(nil)
+	_ fs.NodeSetattrer      = (*node)(nil)
+	_ fs.NodeAccesser       = (*node)(nil)
+	_ fs.NodeOpener         = (*node)(nil)
+	_ fs.NodeCreater        = (*node)(nil)
+	_ fs.NodeMkdirer        = (*node)(nil)
+	_ fs.NodeMknoder        = (*node)(nil)
+	_ fs.NodeSymlinker      = (*node)(nil)
+	_ fs.NodeReadlinker     = (*node)(nil)
+	_ fs.NodeLinker         = (*node)(nil)
+	_ fs.NodeUnlinker       = (*node)(nil)
+	_ fs.NodeRmdirer        = (*node)(nil)
+	_ fs.NodeRenamer        = (*node)(nil)
+	_ fs.NodeOpendirHandler = (*node)(nil)
+	_ fs.NodeGetxattrer     = (*node)(nil)
+	_ fs.NodeSetxattrer     = (*node)(nil)
+	_ fs.NodeListxattrer    = (*node)(nil)
+	_ fs.NodeRemovexattrer  = (*node)(nil)
+	_ fs.NodeStatfser       = (*node)(nil)
+	_ fs.NodeAllocater      = (*node)(nil)
+	_ fs.NodeCopyFileRanger = (*node)(nil)
+	_ fs.NodeOnForgetter    = (*node)(nil)
+)
+
+func (m *mount) policy() *policy.Policy { return m.pol.Load() }
+
+// within reports whether p is dir or below it; both are clean absolute paths.
+func within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return p == dir || (len(p) > len(dir) && p[len(dir)] == '/' && p[:len(dir)] == dir)
+}
+
+// join appends a single name to a clean absolute directory path.
+func join(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// newNode wraps an O_PATH fd; anchor is non-empty for nodes served in place
+// of a symlink.
+func (m *mount) newNode(fd int, anchor, origin string) *node {
+	return &node{m: m, file: os.NewFile(uintptr(fd), origin), fd: fd, anchor: anchor, origin: origin}
+}
+
+// stable is the go-fuse identity of a backing object. Inode numbers on the
+// root's device are passed through, so git's index and editors' change
+// detection agree between host and mount; other devices are mixed in as
+// go-fuse's loopback does.
+func (m *mount) stable(st *syscall.Stat_t) fs.StableAttr {
+	ino := st.Ino
+	if st.Dev != m.dev {
+		ino ^= st.Dev<<32 | st.Dev>>32
+	}
+	if ino == 0 || ino == 1 || ino == ^uint64(0) {
+		ino ^= 1 << 62 // reserved by FUSE / go-fuse
+	}
+	return fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino}
+}
+
+// inPlaceIno is the inode number of a node served in place of a symlink. It
+// is derived from the target's canonical path, never from the backing inode
+// number, so go-fuse can never merge it with a node reached by another
+// spelling: a merged node could compute its physical path through the link's
+// directory and be judged by the wrong root.
+func inPlaceIno(key string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return h.Sum64() | 1<<63
+}
+
+// phys returns the canonical physical path of the node: its anchor, or the
+// root, joined with the names on the way up the tree. Hard-linked nodes
+// yield one of their physical paths.
+func (n *node) phys() string {
+	var names []string
+	cur := n
+	for {
+		base := ""
+		switch {
+		case cur.anchor != "":
+			base = cur.anchor
+		case cur.IsRoot():
+			base = cur.m.root
+		default:
+			name, parent := cur.Parent()
+			if parent == nil {
+				base = cur.origin
+				break
+			}
+			names = append(names, name)
+			cur = parent.Operations().(*node)
+			continue
+		}
+		for i := len(names) - 1; i >= 0; i-- {
+			base = join(base, names[i])
+		}
+		return base
+	}
+}
+
+// OnForget closes the O_PATH descriptor once the kernel has dropped the
+// inode; go-fuse guarantees it is not revived concurrently.
+func (n *node) OnForget() {
+	if n.IsRoot() {
+		return
+	}
+	n.closeOnce.Do(func() { n.file.Close() })
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	m.stats.op(opLookup)
+	fd, err := openPath(n.fd, name)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	var st syscall.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, toErrno(err)
+	}
+	dir := n.phys()
+	p := join(dir, name)
+	inside := within(dir, m.root)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && m.symlinks != SymlinksFollow {
+		text, err := readlinkFd(fd)
+		if err != nil {
+			unix.Close(fd)
+			return nil, toErrno(err)
+		}
+		pres := m.presentLink(dir, text)
+		if inside && m.symlinks == SymlinksContain && pres.kind == linkShow {
+			st.Size = int64(len(pres.text)) // lstat(2) shows the text's length
+			return n.addChild(ctx, fd, &st, "", p, out), 0
+		}
+		unix.Close(fd)
+		return n.serveInPlace(ctx, p, pres, out)
+	}
+	if !inside {
+		// Below a node served in place: the walk may reach a none root.
+		if d := m.policy().Decide(policy.OpRead, p); !d.Allow {
+			unix.Close(fd)
+			return nil, m.deny(ctx, "lookup", p, d)
+		}
+	}
+	return n.addChild(ctx, fd, &st, "", p, out), 0
+}
+
+func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, anchor, p string, out *fuse.EntryOut) *fs.Inode {
+	out.Attr.FromStat(st)
+	sa := n.m.stable(st)
+	if anchor != "" {
+		sa.Ino = inPlaceIno(anchor)
+	}
+	out.Attr.Ino = sa.Ino
+	return n.NewInode(ctx, n.m.newNode(fd, anchor, p), sa)
+}
+
+// serveInPlace answers a lookup of the symlink at p with the object it
+// reaches (DESIGN.md, "Symlinks"): the kernel is never handed a link whose
+// text leaves the mount. A dangling target is EACCES: a dangling escaping
+// link plus O_CREAT is the classic way out.
+func (n *node) serveInPlace(ctx context.Context, p string, pres linkPresentation, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	if pres.kind == linkBroken {
+		return nil, m.deny(ctx, "lookup", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:unresolvable"})
+	}
+	fd, err := openCanonical(pres.key)
+	if err != nil {
+		if err == syscall.ENOENT || err == syscall.ENOTDIR {
+			return nil, m.deny(ctx, "lookup", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:dangling"})
+		}
+		return nil, toErrno(err)
+	}
+	if d := m.policy().Decide(policy.OpRead, pres.key); !d.Allow {
+		unix.Close(fd)
+		return nil, m.deny(ctx, "lookup", pres.key, d)
+	}
+	var st syscall.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, toErrno(err)
+	}
+	return n.addChild(ctx, fd, &st, pres.key, pres.key, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.m.stats.op(opGetattr)
+	fd := n.fd
+	if h, ok := f.(*fileHandle); ok {
+		fd = h.fd
+	}
+	var st syscall.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		return toErrno(err)
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && n.m.symlinks == SymlinksContain {
+		if text, err := readlinkFd(n.fd); err == nil {
+			if pres := n.m.presentLink(filepath.Dir(n.phys()), text); pres.kind == linkShow {
+				st.Size = int64(len(pres.text))
+			}
+		}
+	}
+	out.FromStat(&st)
+	out.Ino = n.StableAttr().Ino
+	return 0
+}
+
+// check asks the policy about op on the node's own physical path.
+func (n *node) check(ctx context.Context, op policy.Op, name string) syscall.Errno {
+	p := n.phys()
+	d := n.m.policy().Decide(op, p)
+	if d.Allow {
+		return 0
+	}
+	return n.m.deny(ctx, name, p, d)
+}
+
+// checkChild asks the policy about op on the name in this directory.
+func (n *node) checkChild(ctx context.Context, op policy.Op, opName, name string) (string, syscall.Errno) {
+	p := join(n.phys(), name)
+	d := n.m.policy().Decide(op, p)
+	if d.Allow {
+		return p, 0
+	}
+	return p, n.m.deny(ctx, opName, p, d)
+}
+
+// deny logs and counts a refusal and returns its errno.
+func (m *mount) deny(ctx context.Context, op, p string, d policy.Decision) syscall.Errno {
+	m.stats.denied(d.Rule)
+	pid := uint32(0)
+	if c, ok := fuse.FromContext(ctx); ok {
+		pid = c.Pid
+	}
+	m.log.Info("denied", "session", m.session, "op", op, "path", p, "rule", d.Rule,
+		"errno", unix.ErrnoName(d.Errno), "pid", pid)
+	return d.Errno
+}
+
+func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	n.m.stats.op(opAccess)
+	if mask&unix.W_OK != 0 {
+		if errno := n.check(ctx, policy.OpWrite, "access"); errno != 0 {
+			return errno
+		}
+	}
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	m := n.m
+	m.stats.op(opSetattr)
+	if errno := n.check(ctx, policy.OpSetattr, "setattr"); errno != 0 {
+		return errno
+	}
+	isLink := n.StableAttr().Mode == syscall.S_IFLNK
+	if mode, ok := in.GetMode(); ok {
+		if isLink {
+			return syscall.EOPNOTSUPP // Linux has no lchmod
+		}
+		if err := unix.Chmod(procPath(n.fd), mode&07777); err != nil {
+			return toErrno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := unix.Fchownat(n.fd, "", u, g, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return toErrno(err)
+		}
+	}
+	if size, ok := in.GetSize(); ok {
+		var err error
+		if h, ok := f.(*fileHandle); ok {
+			err = unix.Ftruncate(h.fd, int64(size))
+		} else {
+			err = unix.Truncate(procPath(n.fd), int64(size))
+		}
+		if err != nil {
+			return toErrno(err)
+		}
+	}
+	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if in.Valid&fuse.FATTR_ATIME != 0 {
+			ts[0] = unix.Timespec{Sec: int64(in.Atime), Nsec: int64(in.Atimensec)}
+			if in.Valid&fuse.FATTR_ATIME_NOW != 0 {
+				ts[0] = unix.Timespec{Nsec: unix.UTIME_NOW}
+			}
+		}
+		if in.Valid&fuse.FATTR_MTIME != 0 {
+			ts[1] = unix.Timespec{Sec: int64(in.Mtime), Nsec: int64(in.Mtimensec)}
+			if in.Valid&fuse.FATTR_MTIME_NOW != 0 {
+				ts[1] = unix.Timespec{Nsec: unix.UTIME_NOW}
+			}
+		}
+		if err := unix.UtimesNanoAt(n.fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return toErrno(err)
+		}
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+// isWriteOpen reports whether open(2) flags can modify the file.
+func isWriteOpen(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	n.m.stats.op(opOpen)
+	if isWriteOpen(flags) {
+		if errno := n.check(ctx, policy.OpOpenWrite, "open"); errno != 0 {
+			return nil, 0, errno
+		}
+	}
+	fd, err := reopen(n.fd, int(flags)&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOCTTY))
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	return newFileHandle(fd), 0, 0
+}
+
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	n.m.stats.op(opOpendir)
+	fd, err := unix.Openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	ds, errno := fs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 {
+		unix.Close(fd)
+		return nil, 0, errno
+	}
+	return &dirHandle{ds: ds, hideLinks: n.m.symlinks != SymlinksFollow}, 0, 0
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	n.m.stats.op(opStatfs)
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(n.fd, &st); err != nil {
+		return toErrno(err)
+	}
+	out.FromStatfsT(&st)
+	return 0
+}
+
+// Extended attributes go through /proc/self/fd, as O_PATH descriptors refuse
+// f*xattr calls. A symlink carries no user attributes on Linux (xattr(7)).
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	n.m.stats.op(opGetxattr)
+	if n.StableAttr().Mode == syscall.S_IFLNK {
+		return 0, syscall.ENODATA
+	}
+	sz, err := unix.Getxattr(procPath(n.fd), attr, dest)
+	return uint32(sz), toErrno(err)
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	n.m.stats.op(opListxattr)
+	if n.StableAttr().Mode == syscall.S_IFLNK {
+		return 0, 0
+	}
+	sz, err := unix.Listxattr(procPath(n.fd), dest)
+	return uint32(sz), toErrno(err)
+}
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	n.m.stats.op(opSetxattr)
+	if errno := n.check(ctx, policy.OpSetxattr, "setxattr"); errno != 0 {
+		return errno
+	}
+	if n.StableAttr().Mode == syscall.S_IFLNK {
+		return syscall.EPERM
+	}
+	return toErrno(unix.Setxattr(procPath(n.fd), attr, data, int(flags)))
+}
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	n.m.stats.op(opRemovexattr)
+	if errno := n.check(ctx, policy.OpRemovexattr, "removexattr"); errno != 0 {
+		return errno
+	}
+	if n.StableAttr().Mode == syscall.S_IFLNK {
+		return syscall.EPERM
+	}
+	return toErrno(unix.Removexattr(procPath(n.fd), attr))
+}
+
+func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
+	n.m.stats.op(opFallocate)
+	if errno := n.check(ctx, policy.OpFallocate, "fallocate"); errno != 0 {
+		return errno
+	}
+	h, ok := f.(*fileHandle)
+	if !ok {
+		return syscall.EBADF
+	}
+	return toErrno(unix.Fallocate(h.fd, mode, int64(off), int64(size)))
+}
+
+func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	n.m.stats.op(opCopyFileRange)
+	dst, ok := out.Operations().(*node)
+	if !ok {
+		return 0, syscall.EXDEV
+	}
+	if errno := dst.check(ctx, policy.OpCopyFileRange, "copy_file_range"); errno != 0 {
+		return 0, errno
+	}
+	hin, ok1 := fhIn.(*fileHandle)
+	hout, ok2 := fhOut.(*fileHandle)
+	if !ok1 || !ok2 {
+		return 0, syscall.EBADF
+	}
+	in, o := int64(offIn), int64(offOut)
+	cnt, err := unix.CopyFileRange(hin.fd, &in, hout.fd, &o, int(length), int(flags))
+	return uint32(cnt), toErrno(err)
+}
+
+func readlinkFd(fd int) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	m := n.m
+	m.stats.op(opReadlink)
+	text, err := readlinkFd(n.fd)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	if m.symlinks == SymlinksFollow {
+		return []byte(text), 0
+	}
+	pres := m.presentLink(filepath.Dir(n.phys()), text)
+	if pres.kind != linkShow {
+		// The link changed on the host since lookup; refuse rather than
+		// hand the kernel a text that leaves the mount.
+		return nil, syscall.EACCES
+	}
+	return []byte(pres.text), 0
+}
+
+// hasDotDot reports whether a link text has a ".." component.
+func hasDotDot(text string) bool {
+	for _, c := range strings.Split(text, "/") {
+		if c == ".." {
+			return true
+		}
+	}
+	return false
+}
