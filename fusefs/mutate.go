@@ -185,3 +185,32 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	return toErrno(unix.Renameat2(n.fd, name, np.fd, newName, uint(flags)))
 }
+
+// Tmpfile answers open(O_TMPFILE): an unnamed file in this directory, which
+// the caller may later link into place (open(2)).
+func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	n.m.stats.op(opCreate)
+	p, errno := n.checkChild(ctx, policy.OpCreate, "tmpfile", ".")
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	fd, err := unix.Openat(n.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	pfd, err := reopen(fd, unix.O_PATH)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, 0, toErrno(err)
+	}
+	var st syscall.Stat_t
+	if err := fstat(pfd, &st); err != nil {
+		unix.Close(fd)
+		unix.Close(pfd)
+		return nil, nil, 0, toErrno(err)
+	}
+	out.Attr.FromStat(&st)
+	sa := n.m.stable(&st)
+	out.Attr.Ino = sa.Ino
+	return n.NewInode(ctx, n.m.newNode(pfd, "", p), sa), newFileHandle(fd), 0, 0
+}

@@ -54,6 +54,9 @@ type node struct {
 	// origin is the physical path at creation; used once the node has no
 	// parent left in the tree (an unlinked open file).
 	origin string
+	// outside is set when the node's physical path is not below the root:
+	// its lookups are checked against the policy (a none root may be there).
+	outside bool
 
 	closeOnce sync.Once
 }
@@ -82,6 +85,7 @@ var (
 	_ fs.NodeAllocater      = (*node)(nil)
 	_ fs.NodeCopyFileRanger = (*node)(nil)
 	_ fs.NodeOnForgetter    = (*node)(nil)
+	_ fs.NodeTmpfiler       = (*node)(nil)
 )
 
 func (m *mount) policy() *policy.Policy { return m.pol.Load() }
@@ -105,7 +109,8 @@ func join(dir, name string) string {
 // newNode wraps an O_PATH fd; anchor is non-empty for nodes served in place
 // of a symlink.
 func (m *mount) newNode(fd int, anchor, origin string) *node {
-	return &node{m: m, file: os.NewFile(uintptr(fd), origin), fd: fd, anchor: anchor, origin: origin}
+	return &node{m: m, file: os.NewFile(uintptr(fd), origin), fd: fd, anchor: anchor, origin: origin,
+		outside: !within(origin, m.root)}
 }
 
 // stable is the go-fuse identity of a backing object. Inode numbers on the
@@ -176,6 +181,9 @@ func (n *node) OnForget() {
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	m := n.m
 	m.stats.op(opLookup)
+	if ch := n.revalidate(name, out); ch != nil {
+		return ch, 0
+	}
 	fd, err := openPath(n.fd, name)
 	if err != nil {
 		return nil, toErrno(err)
@@ -210,6 +218,33 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		}
 	}
 	return n.addChild(ctx, fd, &st, "", p, out), 0
+}
+
+// revalidate answers a repeated lookup of a name whose node the tree already
+// has with one fstatat(2): when the name still holds the same inode, the
+// node's descriptor (which pins that inode, so its number cannot have been
+// reused) stays valid. Symlinks and nodes served in place take the full path.
+func (n *node) revalidate(name string, out *fuse.EntryOut) *fs.Inode {
+	ch := n.GetChild(name)
+	if ch == nil {
+		return nil
+	}
+	cn, ok := ch.Operations().(*node)
+	if !ok || cn.anchor != "" || cn.outside || ch.StableAttr().Mode == syscall.S_IFLNK {
+		return nil
+	}
+	var ust unix.Stat_t
+	if unix.Fstatat(n.fd, name, &ust, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return nil
+	}
+	st := statFromUnix(&ust)
+	sa := n.m.stable(&st)
+	if sa != ch.StableAttr() {
+		return nil
+	}
+	out.Attr.FromStat(&st)
+	out.Attr.Ino = sa.Ino
+	return ch
 }
 
 func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, anchor, p string, out *fuse.EntryOut) *fs.Inode {

@@ -43,13 +43,17 @@ func fstat(fd int, st *syscall.Stat_t) error {
 	if err := unix.Fstatat(fd, "", &ust, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
 	}
-	*st = syscall.Stat_t{
+	*st = statFromUnix(&ust)
+	return nil
+}
+
+func statFromUnix(ust *unix.Stat_t) syscall.Stat_t {
+	return syscall.Stat_t{
 		Dev: ust.Dev, Ino: ust.Ino, Nlink: ust.Nlink, Mode: ust.Mode,
 		Uid: ust.Uid, Gid: ust.Gid, Rdev: ust.Rdev, Size: ust.Size,
 		Blksize: ust.Blksize, Blocks: ust.Blocks,
 		Atim: syscall.Timespec(ust.Atim), Mtim: syscall.Timespec(ust.Mtim), Ctim: syscall.Timespec(ust.Ctim),
 	}
-	return nil
 }
 
 // procPath is the magic link through which an O_PATH fd's object can be
