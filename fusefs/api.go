@@ -62,10 +62,18 @@ type Config struct {
 	Logger *slog.Logger
 	// Session labels log lines and metrics; may be empty.
 	Session string
-	// EntryTimeout and AttrTimeout are the kernel's cache timeouts; 0 means
-	// DefaultTimeout. NegativeTimeout 0 means no negative caching.
+	// NoWatch turns off the inotify watcher that turns host-side changes
+	// into kernel cache invalidations (see DefaultWatchedTimeout).
+	NoWatch bool
+	// EntryTimeout, AttrTimeout and NegativeTimeout are the kernel's cache
+	// timeouts (fuse(4) entry_timeout, attr_timeout, negative_timeout).
+	// 0 means the default: DefaultWatchedTimeout with the watcher;
+	// DefaultTimeout (entry, attr) and no negative caching without it.
+	// A negative value means 0 (no caching).
 	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
 }
 
-// DefaultTimeout is the entry and attr timeout when Config leaves them 0.
+// DefaultTimeout is the entry and attr timeout of a mount without the watcher
+// and of entries in directories it could not watch; it is go-fuse's
+// loopback's.
 const DefaultTimeout = time.Second

@@ -212,5 +212,6 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	out.Attr.FromStat(&st)
 	sa := n.m.stable(&st)
 	out.Attr.Ino = sa.Ino
+	n.shortenTTL(out)
 	return n.NewInode(ctx, n.m.newNode(pfd, "", p), sa), newFileHandle(fd), 0, 0
 }

@@ -29,7 +29,7 @@ type mount struct {
 	log        *slog.Logger
 	session    string
 	stats      counters
-	entryTTL   float64
+	watch      *watcher // nil when host changes are not watched
 }
 
 // node is one backing object. It holds an O_PATH descriptor bound to the
@@ -57,6 +57,11 @@ type node struct {
 	// outside is set when the node's physical path is not below the root:
 	// its lookups are checked against the policy (a none root may be there).
 	outside bool
+
+	// wd is the inotify watch of a directory node; unwatched is set when
+	// none could be placed, and its entries then get short timeouts.
+	wd        int32
+	unwatched bool
 
 	closeOnce sync.Once
 }
@@ -175,6 +180,9 @@ func (n *node) OnForget() {
 	if n.IsRoot() {
 		return
 	}
+	if n.m.watch != nil && n.IsDir() && !n.unwatched {
+		n.m.watch.remove(n)
+	}
 	n.closeOnce.Do(func() { n.file.Close() })
 }
 
@@ -244,7 +252,17 @@ func (n *node) revalidate(name string, out *fuse.EntryOut) *fs.Inode {
 	}
 	out.Attr.FromStat(&st)
 	out.Attr.Ino = sa.Ino
+	n.shortenTTL(out)
 	return ch
+}
+
+// shortenTTL gives entries of a directory the watcher could not watch the
+// timeouts an unwatched mount has.
+func (n *node) shortenTTL(out *fuse.EntryOut) {
+	if n.unwatched {
+		out.SetEntryTimeout(DefaultTimeout)
+		out.SetAttrTimeout(DefaultTimeout)
+	}
 }
 
 func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, anchor, p string, out *fuse.EntryOut) *fs.Inode {
@@ -254,7 +272,24 @@ func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, anchor,
 		sa.Ino = inPlaceIno(anchor)
 	}
 	out.Attr.Ino = sa.Ino
-	return n.NewInode(ctx, n.m.newNode(fd, anchor, p), sa)
+	n.shortenTTL(out)
+	nn := n.m.newNode(fd, anchor, p)
+	ch := n.NewInode(ctx, nn, sa)
+	if ch.Operations() == nn && sa.Mode == syscall.S_IFDIR {
+		n.m.watchDir(nn)
+	}
+	return ch
+}
+
+// watchDir places the inotify watch of a new directory node.
+func (m *mount) watchDir(n *node) {
+	if m.watch == nil {
+		n.unwatched = true
+		return
+	}
+	if !m.watch.add(n) {
+		n.unwatched = true
+	}
 }
 
 // serveInPlace answers a lookup of the symlink at p with the object it

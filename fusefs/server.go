@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -81,13 +82,18 @@ func Mount(cfg Config) (*Server, error) {
 	m.pol.Store(cfg.Policy)
 	rootNode := m.newNode(rootFd, "", root)
 
-	entry, attr, neg := cfg.EntryTimeout, cfg.AttrTimeout, cfg.NegativeTimeout
-	if entry == 0 {
-		entry = DefaultTimeout
+	if !cfg.NoWatch {
+		if m.watch, err = newWatcher(); err != nil {
+			logger.Warn("host changes not watched; short cache timeouts", "session", cfg.Session, "err", err)
+		}
 	}
-	if attr == 0 {
-		attr = DefaultTimeout
+	defEntry, defNeg := DefaultTimeout, time.Duration(0)
+	if m.watch != nil {
+		defEntry, defNeg = DefaultWatchedTimeout, DefaultWatchedTimeout
 	}
+	entry := timeout(cfg.EntryTimeout, defEntry)
+	attr := timeout(cfg.AttrTimeout, defEntry)
+	neg := timeout(cfg.NegativeTimeout, defNeg)
 	rootAttr := m.stable(&st)
 	opts := &fs.Options{
 		EntryTimeout:    &entry,
@@ -111,12 +117,31 @@ func Mount(cfg Config) (*Server, error) {
 	if !cfg.Policy.Writable() {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
 	}
+	m.watchDir(rootNode)
 	srv, err := fs.Mount(cfg.Mountpoint, rootNode, opts)
 	if err != nil {
+		if m.watch != nil {
+			m.watch.close()
+		}
 		rootNode.file.Close()
 		return nil, fmt.Errorf("mount %q: %w", cfg.Mountpoint, err)
 	}
+	if m.watch != nil {
+		m.watch.root = rootNode
+		go m.watch.run()
+	}
 	return &Server{m: m, fuse: srv, rootNode: rootNode}, nil
+}
+
+// timeout applies Config's timeout convention: 0 is the default, negative 0.
+func timeout(v, def time.Duration) time.Duration {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // raiseNofile lifts the soft descriptor limit to the hard one (Go does this
@@ -249,7 +274,12 @@ func (s *Server) Unmount(force bool) error {
 // descriptors are closed.
 func (s *Server) Wait() {
 	s.fuse.Wait()
-	s.waitOnce.Do(func() { s.rootNode.file.Close() })
+	s.waitOnce.Do(func() {
+		if s.m.watch != nil {
+			s.m.watch.close()
+		}
+		s.rootNode.file.Close()
+	})
 }
 
 // Stats are counters since the mount. Maps are fresh copies.

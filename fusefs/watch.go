@@ -1,0 +1,146 @@
+package fusefs
+
+import (
+	"bytes"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+)
+
+// The watcher makes long kernel cache timeouts safe. It holds an inotify(7)
+// watch on every directory the kernel knows through the mount and turns each
+// host-side change in it into a FUSE notification: a changed name invalidates
+// the kernel's dentry (NOTIFY_INVAL_ENTRY), a changed file its attributes and,
+// for data, its page cache (NOTIFY_INVAL_INODE). Changes made through the
+// mount produce events too; they cost one extra LOOKUP or GETATTR later and
+// are not filtered.
+//
+// A directory that cannot be watched (inotify limits) gets short timeouts on
+// its entries; a queue overflow invalidates everything the kernel caches.
+
+const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_ATTRIB | unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_EXCL_UNLINK | unix.IN_ONLYDIR
+
+type watcher struct {
+	fd   int
+	file *os.File // owns fd; Close unblocks the reader
+
+	mu   sync.Mutex
+	byWd map[int32][]*node
+	root *node
+}
+
+func newWatcher() (*watcher, error) {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	return &watcher{fd: fd, file: os.NewFile(uintptr(fd), "inotify"), byWd: map[int32][]*node{}}, nil
+}
+
+// add watches directory node n; false when the watch could not be placed.
+func (w *watcher) add(n *node) bool {
+	wd, err := unix.InotifyAddWatch(w.fd, procPath(n.fd), watchMask)
+	if err != nil {
+		return false
+	}
+	w.mu.Lock()
+	n.wd = int32(wd)
+	w.byWd[n.wd] = append(w.byWd[n.wd], n)
+	w.mu.Unlock()
+	return true
+}
+
+// remove forgets directory node n; the watch goes with its last node.
+func (w *watcher) remove(n *node) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ns := w.byWd[n.wd]
+	for i, x := range ns {
+		if x == n {
+			ns = append(ns[:i], ns[i+1:]...)
+			break
+		}
+	}
+	if len(ns) == 0 {
+		delete(w.byWd, n.wd)
+		unix.InotifyRmWatch(w.fd, uint32(n.wd))
+		return
+	}
+	w.byWd[n.wd] = ns
+}
+
+func (w *watcher) close() { w.file.Close() }
+
+// run reads events until the watcher is closed.
+func (w *watcher) run() {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := w.file.Read(buf)
+		if err != nil {
+			return
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			w.handle(ev.Wd, ev.Mask, string(name))
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+	}
+}
+
+func (w *watcher) handle(wd int32, mask uint32, name string) {
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		invalidateTree(&w.root.Inode)
+		return
+	}
+	w.mu.Lock()
+	if mask&unix.IN_IGNORED != 0 {
+		delete(w.byWd, wd)
+		w.mu.Unlock()
+		return
+	}
+	dirs := append([]*node(nil), w.byWd[wd]...)
+	w.mu.Unlock()
+	for _, d := range dirs {
+		if name == "" {
+			d.NotifyContent(-1, 0)
+			continue
+		}
+		if mask&(unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 {
+			d.NotifyEntry(name)
+		}
+		if mask&(unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE) != 0 {
+			if ch := d.GetChild(name); ch != nil {
+				if mask&unix.IN_ATTRIB != 0 {
+					ch.NotifyContent(-1, 0) // attributes only
+				} else {
+					ch.NotifyContent(0, 0) // attributes and cached data
+				}
+			}
+		}
+	}
+}
+
+// invalidateTree drops every entry and attribute the kernel caches below n.
+func invalidateTree(n *fs.Inode) {
+	n.NotifyContent(-1, 0)
+	for name, ch := range n.Children() {
+		n.NotifyEntry(name)
+		if ch.IsDir() {
+			invalidateTree(ch)
+		}
+	}
+}
+
+// DefaultWatchedTimeout is the entry, attr and negative timeout when the
+// watcher is on and Config leaves them 0: host-side changes arrive as
+// notifications, so the kernel may cache for long.
+const DefaultWatchedTimeout = time.Minute
