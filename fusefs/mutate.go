@@ -190,10 +190,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // the caller may later link into place (open(2)).
 func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	n.m.stats.op(opCreate)
-	p, errno := n.checkChild(ctx, policy.OpCreate, "tmpfile", ".")
-	if errno != 0 {
+	// The file has no name yet: the directory's own decision applies.
+	if errno := n.check(ctx, policy.OpCreate, "tmpfile"); errno != 0 {
 		return nil, nil, 0, errno
 	}
+	p := n.phys()
 	fd, err := unix.Openat(n.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode)
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
