@@ -1,0 +1,390 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
+)
+
+func init() {
+	registerCommand(newMountCmd)
+	registerCommand(newUnmountCmd)
+}
+
+// mountFlags are the flags of `wsfs mount`.
+type mountFlags struct {
+	root, mountpoint, session, mode, symlinks, policyFile string
+	addRoots, protect                                     []string
+	allowOther, nonEmpty, debug, force                    bool
+	entryTimeout, attrTimeout                             time.Duration
+}
+
+// mountResult is the output of `wsfs mount --json` once the mount is served.
+type mountResult struct {
+	Root       string `json:"root"`
+	Mountpoint string `json:"mountpoint"`
+	Session    string `json:"session"`
+	Mode       string `json:"mode"`
+}
+
+// sessionIDPattern is the syntax of a session id (DESIGN.md, "Sessions").
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// newMountCmd returns the `wsfs mount` verb.
+func newMountCmd() *cobra.Command { return newMountCmdWith(new(mountFlags)) }
+
+// newMountCmdWith returns the `wsfs mount` verb with its flags parsed into f.
+func newMountCmdWith(f *mountFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mount --root DIR --mountpoint DIR [flags]",
+		Short: "Serve a project directory through FUSE in the foreground",
+		Long: `Mount the physical root of DIR (symlinks and ".." resolved as the kernel does)
+at the mountpoint and serve it in the foreground until SIGINT or SIGTERM, then
+unmount. Every write through the mount is checked against the session's policy:
+the --policy FILE as a base (JSON or YAML), with --root, --mode, --add-root and
+--protect overriding or adding to it.
+
+When the mount is busy at shutdown, the processes holding it are printed and
+the mount keeps being served; with --force it is detached lazily instead.
+
+Refused (exit code 2): a missing root, a root that is not a directory, a
+mountpoint inside the root or a root inside the mountpoint, a non-empty
+mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMount(cmd.Context(), cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.root, "root", "", "project directory to serve (default: the policy file's primary)")
+	fl.StringVar(&f.mountpoint, "mountpoint", "", "existing directory to mount on (required)")
+	fl.StringVar(&f.session, "session", "", "session id for logs, [A-Za-z0-9._-]{1,64}")
+	fl.StringVar(&f.mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
+	fl.StringArrayVar(&f.addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
+	fl.StringArrayVar(&f.protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults .git/hooks and .git/config (repeatable)")
+	fl.StringVar(&f.symlinks, "symlinks", "contain", "symlink mode: contain, follow, resolve")
+	fl.StringVar(&f.policyFile, "policy", "", "policy FILE (JSON or YAML) used as the base")
+	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users use the mount (allow_other,default_permissions)")
+	fl.BoolVar(&f.nonEmpty, "nonempty", false, "allow a non-empty mountpoint")
+	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request to stderr")
+	fl.BoolVar(&f.force, "force", false, "at shutdown, detach the mount lazily even when it is busy")
+	fl.DurationVar(&f.entryTimeout, "entry-timeout", 0, "kernel entry cache timeout (0: the server's default)")
+	fl.DurationVar(&f.attrTimeout, "attr-timeout", 0, "kernel attribute cache timeout (0: the server's default)")
+	return cmd
+}
+
+// runMount builds the policy and the fusefs.Config from f, mounts, and serves
+// until a signal (or ctx) asks it to stop, or the mount goes away.
+func runMount(ctx context.Context, cmd *cobra.Command, f *mountFlags) error {
+	cfg, err := mountConfig(cmd, f)
+	if err != nil {
+		return err
+	}
+	if f.debug {
+		cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	} else {
+		cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	}
+
+	// The kernel has already applied the caller's umask to every create
+	// and mkdir request; the server must not apply its own on top.
+	syscall.Umask(0)
+
+	// Catch the stop signals before mounting: a signal that killed the
+	// process between mount and serve would leave a dead mount behind.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	srv, err := fusefs.Mount(cfg)
+	if err != nil {
+		return err
+	}
+
+	out := cmd.OutOrStdout()
+	if jsonOutput(cmd) {
+		writeJSON(out, mountResult{Root: srv.Root(), Mountpoint: srv.Mountpoint(), Session: cfg.Session, Mode: string(cfg.Policy.Mode())})
+	} else {
+		fmt.Fprintf(out, "mounted %s at %s\n", srv.Root(), srv.Mountpoint())
+	}
+	if err := serveUntilStopped(ctx, srv, f.force, sigs, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	if !jsonOutput(cmd) {
+		fmt.Fprintf(out, "unmounted %s\n", srv.Mountpoint())
+	}
+	return nil
+}
+
+// mountServer is the part of *fusefs.Server that serveUntilStopped uses.
+type mountServer interface {
+	Mountpoint() string
+	Unmount(force bool) error
+	Wait()
+}
+
+// serveUntilStopped waits until a signal arrives on sigs or ctx is done, then
+// unmounts srv. A busy mount is reported on errOut and served on, unless
+// force, which detaches it lazily and serves the remaining holders until they
+// let go or another signal arrives. It returns when the mount is gone,
+// including when someone else unmounted it.
+func serveUntilStopped(ctx context.Context, srv mountServer, force bool, sigs <-chan os.Signal, errOut io.Writer) error {
+	gone := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(gone)
+	}()
+
+	stop := ctx.Done()
+	for {
+		select {
+		case <-gone:
+			return nil
+		case <-sigs:
+		case <-stop:
+			stop = nil // ask once per cancellation; signals can ask again
+		}
+		err := srv.Unmount(force)
+		var busy *fusefs.BusyError
+		if errors.As(err, &busy) {
+			fmt.Fprintf(errOut, "wsfs: %s; still serving (stop the holders, or unmount with --force)\n", oneLine(err.Error()))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-gone:
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+		// Lazily detached with holders left: serve them until they let go;
+		// another signal stops serving (they then get ENOTCONN).
+		fmt.Fprintf(errOut, "wsfs: %s detached; serving its remaining users until they let go (signal again to stop now)\n", srv.Mountpoint())
+		select {
+		case <-gone:
+		case <-sigs:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+}
+
+// mountConfig checks the flags and builds the fusefs.Config, compiled policy
+// included. Every error is a usage error (exit code 2).
+func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
+	var spec policy.Spec
+	if f.policyFile != "" {
+		var err error
+		if spec, err = loadPolicySpec(f.policyFile); err != nil {
+			return fusefs.Config{}, err
+		}
+	}
+	if f.session != "" && !sessionIDPattern.MatchString(f.session) {
+		return fusefs.Config{}, errUsage("--session %q: must match [A-Za-z0-9._-]{1,64}", f.session)
+	}
+
+	root := f.root
+	if root == "" {
+		root = spec.Primary
+	}
+	if root == "" {
+		return fusefs.Config{}, errUsage("--root: missing DIR")
+	}
+	if f.mountpoint == "" {
+		return fusefs.Config{}, errUsage("--mountpoint: missing DIR")
+	}
+	rootAbs, err := baseDir(root)
+	if err != nil {
+		return fusefs.Config{}, err
+	}
+	mpAbs, err := baseDir(f.mountpoint)
+	if err != nil {
+		return fusefs.Config{}, err
+	}
+	// fusefs.Mount checks the same again; checking first makes every refusal
+	// of the root or the mountpoint bad input (exit code 2), and gives the
+	// canonical root the policy needs.
+	canonRoot, mountpoint, err := fusefs.CheckMount(rootAbs, mpAbs, f.nonEmpty)
+	if err != nil {
+		return fusefs.Config{}, asUsage(err)
+	}
+	spec.Primary = canonRoot
+
+	if cmd.Flags().Changed("mode") {
+		m, err := parseMode(f.mode)
+		if err != nil {
+			return fusefs.Config{}, err
+		}
+		spec.Mode = m
+	}
+	for _, ar := range f.addRoots {
+		r, err := parseAddRoot(ar)
+		if err != nil {
+			return fusefs.Config{}, err
+		}
+		spec.Additional = mergeRoot(spec.Additional, r)
+	}
+	if len(f.protect) > 0 {
+		if spec.Protected == nil {
+			spec.Protected = append([]string(nil), policy.DefaultProtected...)
+		}
+		for _, p := range f.protect {
+			if p == "" || filepath.IsAbs(p) {
+				return fusefs.Config{}, errUsage("--protect %q: must be a non-empty path relative to each root", p)
+			}
+			spec.Protected = append(spec.Protected, p)
+		}
+	}
+	pol, err := policy.Compile(spec)
+	if err != nil {
+		return fusefs.Config{}, asUsage(err)
+	}
+
+	symlinks, err := fusefs.ParseSymlinkMode(f.symlinks)
+	if err != nil {
+		return fusefs.Config{}, errUsage("--symlinks: %s", err)
+	}
+	if f.entryTimeout < 0 {
+		return fusefs.Config{}, errUsage("--entry-timeout %s: must not be negative", f.entryTimeout)
+	}
+	if f.attrTimeout < 0 {
+		return fusefs.Config{}, errUsage("--attr-timeout %s: must not be negative", f.attrTimeout)
+	}
+	return fusefs.Config{
+		Root:         canonRoot,
+		Mountpoint:   mountpoint,
+		Policy:       pol,
+		Symlinks:     symlinks,
+		AllowOther:   f.allowOther,
+		NonEmpty:     f.nonEmpty,
+		Debug:        f.debug,
+		Session:      f.session,
+		EntryTimeout: f.entryTimeout,
+		AttrTimeout:  f.attrTimeout,
+	}, nil
+}
+
+// canonicalArg returns the canonical physical path of the directory argument
+// dir given with flag; a path that cannot be resolved is a usage error naming
+// the flag and the path.
+func canonicalArg(flag, dir string) (string, error) {
+	abs, err := baseDir(dir)
+	if err != nil {
+		return "", err
+	}
+	c, err := identity.Canonical(abs)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", errUsage("%s %s: %w", flag, dir, err)
+	}
+	return c, nil
+}
+
+// parseMode returns the policy mode named s ("" is workspace-write).
+func parseMode(s string) (policy.Mode, error) {
+	m, err := policy.ParseMode(s)
+	if err != nil {
+		return "", errUsage("--mode %q: unknown mode (want %s, %s or %s)", s,
+			policy.ModeReadOnly, policy.ModeWorkspaceWrite, policy.ModeFullAccess)
+	}
+	return m, nil
+}
+
+// accessShort maps the short --add-root access spellings to policy access
+// levels; the long names (read-only, read-write, none) are accepted too.
+var accessShort = map[string]policy.Access{"ro": policy.AccessReadOnly, "rw": policy.AccessReadWrite}
+
+// parseAddRoot parses an --add-root value PATH=ACCESS (ACCESS ro, rw, none,
+// read-only or read-write) into a root with a canonical path.
+func parseAddRoot(v string) (policy.Root, error) {
+	i := strings.LastIndexByte(v, '=')
+	if i < 0 {
+		return policy.Root{}, errUsage("--add-root %q: want PATH=ro|rw|none", v)
+	}
+	path, accessName := v[:i], v[i+1:]
+	access, ok := accessShort[accessName]
+	if !ok {
+		var err error
+		if access, err = policy.ParseAccess(accessName); err != nil {
+			return policy.Root{}, errUsage("--add-root %q: unknown access %q (want ro, rw or none)", v, accessName)
+		}
+	}
+	if path == "" {
+		return policy.Root{}, errUsage("--add-root %q: missing PATH", v)
+	}
+	canon, err := canonicalArg("--add-root", path)
+	if err != nil {
+		return policy.Root{}, err
+	}
+	return policy.Root{Path: canon, Access: access}, nil
+}
+
+// mergeRoot adds r to roots, replacing the access of a root with the same
+// physical path (a flag overrides the policy file).
+func mergeRoot(roots []policy.Root, r policy.Root) []policy.Root {
+	out := append([]policy.Root(nil), roots...)
+	for i, have := range out {
+		if have.Path == r.Path {
+			out[i].Access = r.Access
+			return out
+		}
+		if c, err := identity.Canonical(have.Path); err == nil && c == r.Path {
+			out[i] = r
+			return out
+		}
+	}
+	return append(out, r)
+}
+
+// newUnmountCmd returns the `wsfs unmount` verb.
+func newUnmountCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "unmount [--force] MOUNTPOINT",
+		Short: "Unmount a wsfs mount (a dead one too)",
+		Long: `Unmount the wsfs mount at MOUNTPOINT from outside its server. A dead mount
+(its server gone: "Transport endpoint is not connected") is cleared too. A busy
+mount is refused with the processes holding it; --force detaches it lazily.`,
+		Args: exactArgs(1, "MOUNTPOINT argument"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mp := args[0]
+			if mp == "" {
+				return errUsage("unmount: MOUNTPOINT is blank")
+			}
+			if _, err := os.Lstat(mp); errors.Is(err, fs.ErrNotExist) {
+				return errUsage("unmount %q: does not exist", mp)
+			}
+			if err := fusefs.Unmount(mp, force); err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), map[string]string{"unmounted": mp})
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "unmounted %s\n", mp)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "detach the mount lazily even when it is busy")
+	return cmd
+}

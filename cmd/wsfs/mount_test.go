@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wsfs/wsfs/fusefs"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in two
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// mountRun is a `wsfs mount` running in the background of a test.
+type mountRun struct {
+	stdout, stderr syncBuffer
+	cancel         context.CancelFunc
+	done           chan int // the exit code, once run returns
+}
+
+// requireFUSE skips the test when this machine cannot mount FUSE file systems.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("FUSE not available: %v (run hack/ci-setup.sh)", err)
+	}
+	f.Close()
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			t.Skip("FUSE not available: not root and no fusermount3 (run hack/ci-setup.sh)")
+		}
+	}
+}
+
+// mounted reports whether a FUSE file system is mounted at mountpoint.
+func mounted(t *testing.T, mountpoint string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mounts")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[1] == mountpoint && strings.HasPrefix(f[2], "fuse") {
+			return true
+		}
+	}
+	return false
+}
+
+// startMount runs `wsfs mount args...` in the background and waits until it
+// printed its first line (mounted, or an error). Cleanup stops it and
+// removes any mount left at mountpoint.
+func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &mountRun{cancel: cancel, done: make(chan int, 1)}
+	go func() { m.done <- runContext(ctx, append([]string{"mount"}, args...), &m.stdout, &m.stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		if mounted(t, mountpoint) {
+			_ = fusefs.Unmount(mountpoint, true)
+		}
+		select {
+		case <-m.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("wsfs mount did not return")
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for m.stdout.String() == "" && m.stderr.String() == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("wsfs mount printed nothing in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return m
+}
+
+// wait returns the exit code once the mount command returns.
+func (m *mountRun) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-m.done:
+		m.done <- code // for Cleanup
+		return code
+	case <-time.After(10 * time.Second):
+		t.Fatalf("wsfs mount did not return; stderr: %s", m.stderr.String())
+		return -1
+	}
+}
+
+// mountFixture makes a project with a file, an in-root symlink, an escaping
+// symlink and .git/hooks, an outside directory, an empty mountpoint, and a
+// policy file with no temp area (the test tree lives in the temp area, which
+// would otherwise be writable).
+func mountFixture(t *testing.T) (root, proj, mnt, policyFile string) {
+	root = tree(t, "proj/src/main.go", "proj/.git/hooks/", "proj/link -> src", "proj/escape -> ../outside/notes", "outside/notes", "mnt/")
+	policyFile = filepath.Join(root, "policy.yaml")
+	require.NoError(t, os.WriteFile(policyFile, []byte("temp: []\n"), 0o644))
+	return root, root + "/proj", root + "/mnt", policyFile
+}
+
+func TestMountServes(t *testing.T) {
+	requireFUSE(t)
+	_, proj, mnt, policyFile := mountFixture(t)
+
+	m := startMount(t, mnt, "--root", proj, "--mountpoint", mnt, "--policy", policyFile, "--session", "t1")
+	require.Equal(t, "mounted "+proj+" at "+mnt+"\n", m.stdout.String(), m.stderr.String())
+	require.True(t, mounted(t, mnt))
+
+	// A write that works lands in the backing tree.
+	require.NoError(t, os.WriteFile(mnt+"/src/new.txt", []byte("hi\n"), 0o644))
+	b, err := os.ReadFile(proj + "/src/new.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "hi\n", string(b))
+
+	// The escaping link reads, but a write through it is refused: EROFS.
+	_, err = os.ReadFile(mnt + "/escape")
+	require.NoError(t, err)
+	err = os.WriteFile(mnt+"/escape", []byte("x"), 0o644)
+	assert.True(t, errors.Is(err, syscall.EROFS), "write through the escaping link: %v", err)
+
+	// Protected subpath: EACCES.
+	err = os.WriteFile(mnt+"/.git/hooks/pre-commit", []byte("x"), 0o755)
+	assert.True(t, errors.Is(err, syscall.EACCES), "write to .git/hooks: %v", err)
+
+	// wsfs resolve inside the mount agrees with the kernel.
+	out, _, code := cli(t, "resolve", "--cwd", mnt, "link/..", "link/main.go")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, mnt+"\t"+mnt+"\n"+mnt+"/link/main.go\t"+mnt+"/src/main.go\n", out)
+
+	m.cancel()
+	assert.Equal(t, 0, m.wait(t), m.stderr.String())
+	assert.Equal(t, "mounted "+proj+" at "+mnt+"\nunmounted "+mnt+"\n", m.stdout.String())
+	assert.False(t, mounted(t, mnt), "no mount left behind")
+}
+
+func TestMountJSONAndReadOnly(t *testing.T) {
+	requireFUSE(t)
+	_, proj, mnt, policyFile := mountFixture(t)
+
+	m := startMount(t, mnt, "--json", "--root", proj, "--mountpoint", mnt, "--policy", policyFile, "--mode", "read-only", "--session", "s2")
+	require.Equal(t, `{"root":"`+proj+`","mountpoint":"`+mnt+`","session":"s2","mode":"read-only"}`+"\n", m.stdout.String(), m.stderr.String())
+
+	err := os.WriteFile(mnt+"/src/new.txt", []byte("hi\n"), 0o644)
+	assert.True(t, errors.Is(err, syscall.EROFS), "write in read-only mode: %v", err)
+
+	m.cancel()
+	assert.Equal(t, 0, m.wait(t), m.stderr.String())
+	assert.False(t, mounted(t, mnt))
+}
+
+// holdMount starts a process whose working directory is dir and returns a
+// function that ends it.
+func holdMount(t *testing.T, dir string) (pid int, release func()) {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.Dir = dir
+	require.NoError(t, cmd.Start())
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(release)
+	return cmd.Process.Pid, release
+}
+
+func TestMountBusy(t *testing.T) {
+	requireFUSE(t)
+	_, proj, mnt, _ := mountFixture(t)
+
+	m := startMount(t, mnt, "--root", proj, "--mountpoint", mnt)
+	require.Contains(t, m.stdout.String(), "mounted ")
+	pid, release := holdMount(t, mnt+"/src")
+
+	// Asked to stop while busy: names the holder and keeps serving.
+	m.cancel()
+	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "busy") }, 10*time.Second, 10*time.Millisecond)
+	assert.Contains(t, m.stderr.String(), `wsfs: mountpoint "`+mnt+`" is busy: held by pid `)
+	assert.Contains(t, m.stderr.String(), "(sleep, cwd); still serving")
+	_, err := os.ReadFile(mnt + "/src/main.go")
+	assert.NoError(t, err, "still served")
+	_ = pid
+
+	// wsfs unmount refuses a busy mount too (exit 1, one line).
+	_, errOut, code := cli(t, "unmount", mnt)
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, `^wsfs: mountpoint "`+mnt+`" is busy: held by pid \d+ \(sleep, cwd\)\n$`, errOut)
+
+	// Once the holder is gone, wsfs unmount ends the mount and the server.
+	release()
+	out, errOut, code := cli(t, "unmount", mnt)
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "unmounted "+mnt+"\n", out)
+	assert.Equal(t, 0, m.wait(t), m.stderr.String())
+	assert.False(t, mounted(t, mnt))
+}
+
+func TestMountForce(t *testing.T) {
+	requireFUSE(t)
+	_, proj, mnt, _ := mountFixture(t)
+
+	m := startMount(t, mnt, "--force", "--root", proj, "--mountpoint", mnt)
+	require.Contains(t, m.stdout.String(), "mounted ")
+	_, release := holdMount(t, mnt+"/src")
+
+	// --force detaches at once; the holder is served until it lets go.
+	m.cancel()
+	require.Eventually(t, func() bool { return !mounted(t, mnt) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "detached") }, 10*time.Second, 10*time.Millisecond)
+	release()
+	assert.Equal(t, 0, m.wait(t), m.stderr.String())
+}
+
+func TestUnmountBadInput(t *testing.T) {
+	root := tree(t, "dir/")
+	_, errOut, code := cli(t, "unmount", root+"/nope")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, `wsfs: unmount "`+root+`/nope": does not exist`+"\n", errOut)
+
+	out, errOut, code := cli(t, "--json", "unmount", root+"/dir")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, `wsfs: unmount "`+root+`/dir": not a mountpoint`+"\n", errOut)
+	assert.Equal(t, `{"error":{"code":"internal","message":"unmount \"`+root+`/dir\": not a mountpoint"}}`+"\n", out)
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/mounts"
+)
+
+// Exit codes of every verb.
+const (
+	exitOK      = 0 // success
+	exitFailure = 1 // a runtime failure (or, for per-path verbs, any path failed)
+	exitUsage   = 2 // bad usage or bad input: flags, arguments, input files
+)
+
+// usageError is an error caused by bad usage or bad input (an unknown flag, a
+// missing argument, a malformed policy file, an unknown mode). run maps it to
+// exit code 2. Every verb reports bad input with errUsage or asUsage.
+type usageError struct{ err error }
+
+// Error returns the message.
+func (e *usageError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *usageError) Unwrap() error { return e.err }
+
+// errUsage returns a usage error (exit code 2) with a formatted one-line
+// message. Like fmt.Errorf, %w wraps an error.
+func errUsage(format string, a ...any) error {
+	return &usageError{err: fmt.Errorf(format, a...)}
+}
+
+// asUsage marks err as a usage error (exit code 2); nil stays nil.
+func asUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &usageError{err: err}
+}
+
+// isUsage reports whether err is (or wraps) a usage error.
+func isUsage(err error) bool {
+	var ue *usageError
+	return errors.As(err, &ue)
+}
+
+// reportedError is returned by a verb that has already reported its failures
+// itself (per-path lines on stderr, or error objects in its --json output):
+// run exits with code and prints nothing more.
+type reportedError struct{ code int }
+
+// Error describes the failure; run never prints it.
+func (e *reportedError) Error() string { return fmt.Sprintf("failed (exit %d)", e.code) }
+
+// errReported is the reportedError of a verb where at least one item failed.
+var errReported error = &reportedError{code: exitFailure}
+
+// run executes the wsfs command line args with the process's standard
+// streams and returns the exit code.
+func run(args []string) int { return runWith(args, os.Stdout, os.Stderr) }
+
+// runWith executes the wsfs command line args, writing output to stdout and
+// errors to stderr, and returns the exit code: 0 ok, 1 runtime failure, 2 bad
+// usage or input. A failure is printed as one line "wsfs: <message>" on
+// stderr; with --json the same error is also printed on stdout as
+// {"error":{"code":...,"message":...}}.
+func runWith(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is runWith with a context: cancelling ctx stops a long-running
+// verb (wsfs mount unmounts and returns) as SIGINT would.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetIn(strings.NewReader(""))
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
+
+	// An error returned before a verb's RunE started (unknown command, flag
+	// parsing, argument validation) is a usage error: mark entry into RunE.
+	entered := false
+	wrapRunE(root, &entered)
+
+	if len(args) == 0 {
+		root.SetOut(stderr)
+		_ = root.Usage()
+		return exitUsage
+	}
+
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var rep *reportedError
+	if errors.As(err, &rep) {
+		return rep.code
+	}
+	if !entered {
+		err = asUsage(err)
+	}
+	code := exitCode(err)
+	msg := oneLine(err.Error())
+	fmt.Fprintf(stderr, "wsfs: %s\n", msg)
+	if cmd == nil {
+		cmd = root
+	}
+	if jsonOutput(cmd) || argsWantJSON(args) {
+		writeJSON(stdout, map[string]any{"error": errorObject{Code: errorCode(err), Message: msg}})
+	}
+	return code
+}
+
+// wrapRunE wraps the RunE of c and its subcommands so that *entered is set
+// once a verb's own code runs.
+func wrapRunE(c *cobra.Command, entered *bool) {
+	if c.RunE != nil {
+		inner := c.RunE
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			*entered = true
+			return inner(cmd, args)
+		}
+	} else if c.Run != nil {
+		inner := c.Run
+		c.Run = func(cmd *cobra.Command, args []string) {
+			*entered = true
+			inner(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapRunE(sub, entered)
+	}
+}
+
+// errorObject is the JSON form of an error: {"code":..., "message":...}.
+type errorObject struct {
+	// Code is one of the daemon API's error codes (mounts.Code): "invalid"
+	// for bad usage or input (exit code 2), "busy" for a busy mount, the code
+	// of a *mounts.Error, else "internal".
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// errorCode classifies err for errorObject.Code.
+func errorCode(err error) string {
+	if isUsage(err) {
+		return string(mounts.CodeInvalid)
+	}
+	var busy *fusefs.BusyError
+	if errors.As(err, &busy) {
+		return string(mounts.CodeBusy)
+	}
+	return string(mounts.CodeOf(err))
+}
+
+// exitCode returns the exit code for a verb's error: 2 for bad usage or
+// input (a usageError, or a *mounts.Error with code "invalid"), else 1.
+func exitCode(err error) int {
+	if isUsage(err) || mounts.CodeOf(err) == mounts.CodeInvalid {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// errnoName returns the name ("ELOOP") of the syscall.Errno err wraps, or "".
+func errnoName(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if name := unix.ErrnoName(errno); name != "" {
+			return name
+		}
+		return fmt.Sprintf("errno %d", int(errno))
+	}
+	return ""
+}
+
+// oneLine returns the first non-blank line of s (cobra's "unknown command"
+// error, for one, carries suggestions on further lines).
+func oneLine(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			return line
+		}
+	}
+	return strings.TrimSpace(s)
+}
+
+// jsonOutput reports whether --json was given to cmd (the flag is persistent
+// on the root command, so every verb has it).
+func jsonOutput(cmd *cobra.Command) bool {
+	v, err := cmd.Flags().GetBool("json")
+	return err == nil && v
+}
+
+// argsWantJSON reports whether --json appears among args before "--"; used
+// when flag parsing itself failed, so the parsed value is not available.
+func argsWantJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeJSON writes v to w as one line of JSON. Paths are printed as is: no
+// HTML escaping of <, > and &.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// noArgs is cobra.NoArgs with a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return errUsage("%s: unexpected argument %q", cmd.CommandPath(), args[0])
+	}
+	return nil
+}
+
+// minArgs is cobra.MinimumNArgs with a usage error naming what is missing.
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return errUsage("%s: missing %s", cmd.CommandPath(), what)
+		}
+		return nil
+	}
+}
+
+// exactArgs is cobra.ExactArgs with a usage error naming what is expected.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < n:
+			return errUsage("%s: missing %s", cmd.CommandPath(), what)
+		case len(args) > n:
+			return errUsage("%s: unexpected argument %q", cmd.CommandPath(), args[n])
+		}
+		return nil
+	}
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what wsfs's tests and demo need on a Debian machine: fuse3
+# (fusermount3 and the FUSE device) and git. Idempotent: apt-get runs only
+# when something is missing. Needs root (or sudo).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+	sudo=(sudo)
+fi
+
+need=()
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+command -v git >/dev/null 2>&1 || need+=(git)
+if [ "${#need[@]}" -gt 0 ]; then
+	echo "ci-setup: installing ${need[*]}"
+	"${sudo[@]}" apt-get update -qq
+	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# The fuse module is built in or loaded on most kernels; in a container
+# modprobe may be missing or refused, which is fine when /dev/fuse exists.
+"${sudo[@]}" modprobe fuse >/dev/null 2>&1 || true
+if [ ! -e /dev/fuse ]; then
+	"${sudo[@]}" mknod -m 0666 /dev/fuse c 10 229 2>/dev/null || true
+fi
+if [ ! -c /dev/fuse ]; then
+	echo "ci-setup: /dev/fuse is missing and cannot be created: tests that mount will fail" >&2
+	exit 1
+fi
+echo "ci-setup: ok ($(fusermount3 -V 2>&1 | head -n1), $(git --version))"
