@@ -457,7 +457,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return nil, 0, errno
 		}
 	}
-	fd, err := reopen(n.fd, int(flags)&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOCTTY))
+	// O_NOFOLLOW was applied by the kernel's own walk (it never sends OPEN
+	// for a symlink); kept, it would refuse the /proc/self/fd magic link.
+	fd, err := reopen(n.fd, int(flags)&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOCTTY|syscall.O_NOFOLLOW))
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
