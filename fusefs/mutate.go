@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -115,9 +116,10 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	ch, errno := n.lookupNew(ctx, name, p, out)
 	if errno == 0 && escapes {
 		// The kernel insists the new entry is a symlink; make it look the
-		// name up again at once, when it is served in place.
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
+		// name up again at once, when it is served in place. (1ns: go-fuse
+		// replaces a 0 timeout with the mount's.)
+		out.SetEntryTimeout(time.Nanosecond)
+		out.SetAttrTimeout(time.Nanosecond)
 	}
 	return ch, errno
 }

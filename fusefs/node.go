@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -63,6 +64,9 @@ type node struct {
 	wd        int32
 	unwatched bool
 
+	// handout is when revalidate last returned this node (unix ns); see
+	// OnForget.
+	handout   atomic.Int64
 	closeOnce sync.Once
 }
 
@@ -174,16 +178,38 @@ func (n *node) phys() string {
 	}
 }
 
-// OnForget closes the O_PATH descriptor once the kernel has dropped the
-// inode; go-fuse guarantees it is not revived concurrently.
+// reviveWindow bounds the time between revalidate handing out a known node
+// and go-fuse registering the kernel's new reference to it.
+const reviveWindow = 2 * time.Second
+
+// OnForget releases the node's descriptor and watch once the kernel has
+// dropped the inode. revalidate may have just handed the node out again for
+// a LOOKUP that go-fuse has not registered yet (go-fuse requires that a
+// forgotten node not be revived); such a node is released only after the
+// window has passed and only if it is still forgotten, so a revived node
+// never runs on a closed descriptor.
 func (n *node) OnForget() {
 	if n.IsRoot() {
 		return
 	}
-	if n.m.watch != nil && n.IsDir() && !n.unwatched {
-		n.m.watch.remove(n)
+	if time.Since(time.Unix(0, n.handout.Load())) < reviveWindow {
+		time.AfterFunc(reviveWindow, func() {
+			if n.Forgotten() {
+				n.release()
+			}
+		})
+		return
 	}
-	n.closeOnce.Do(func() { n.file.Close() })
+	n.release()
+}
+
+func (n *node) release() {
+	n.closeOnce.Do(func() {
+		if n.m.watch != nil && n.IsDir() && !n.unwatched {
+			n.m.watch.remove(n)
+		}
+		n.file.Close()
+	})
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -248,6 +274,10 @@ func (n *node) revalidate(name string, out *fuse.EntryOut) *fs.Inode {
 	st := statFromUnix(&ust)
 	sa := n.m.stable(&st)
 	if sa != ch.StableAttr() {
+		return nil
+	}
+	cn.handout.Store(time.Now().UnixNano())
+	if ch.Forgotten() {
 		return nil
 	}
 	out.Attr.FromStat(&st)

@@ -100,6 +100,9 @@ func Mount(cfg Config) (*Server, error) {
 		AttrTimeout:     &attr,
 		NegativeTimeout: &neg,
 		RootStableAttr:  &rootAttr,
+		// Modes pass through as they are: without this go-fuse shows a
+		// mode-0000 file as 0644.
+		NullPermissions: true,
 		MountOptions: fuse.MountOptions{
 			FsName:               root,
 			Name:                 "wsfs",

@@ -114,7 +114,7 @@ func (w *watcher) handle(wd int32, mask uint32, name string) {
 			d.NotifyContent(-1, 0)
 			continue
 		}
-		if mask&(unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 {
+		if mask&(unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 && !d.agrees(name) {
 			d.NotifyEntry(name)
 		}
 		if mask&(unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE) != 0 {
@@ -144,3 +144,20 @@ func invalidateTree(n *fs.Inode) {
 // watcher is on and Config leaves them 0: host-side changes arrive as
 // notifications, so the kernel may cache for long.
 const DefaultWatchedTimeout = time.Minute
+
+// agrees reports whether the tree's entry for name already matches the
+// backing directory: a name made or removed through the mount. Invalidating
+// it anyway would only drop a fresh dentry and cost a LOOKUP.
+func (n *node) agrees(name string) bool {
+	ch := n.GetChild(name)
+	var ust unix.Stat_t
+	err := unix.Fstatat(n.fd, name, &ust, unix.AT_SYMLINK_NOFOLLOW)
+	if ch == nil {
+		return err == unix.ENOENT
+	}
+	if err != nil {
+		return false
+	}
+	st := statFromUnix(&ust)
+	return n.m.stable(&st) == ch.StableAttr()
+}
