@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -91,7 +92,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	dir := n.phys()
+	dir := filepath.Dir(p)
 	escapes := false
 	if m.symlinks != SymlinksFollow {
 		pres := m.presentLink(dir, target)
@@ -102,6 +103,14 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 			// A link leaving the root must reach something that exists,
 			// else O_CREAT through it would be the way out.
 			if pres.kind == linkInPlace {
+				// A none root answers EACCES before existence is
+				// looked at: no oracle for what is there.
+				if d := m.policy().Decide(policy.OpRead, pres.key); !d.Allow {
+					return nil, m.deny(ctx, "symlink", pres.key, d)
+				}
+				if m.nestsMount(pres.key) {
+					return nil, m.deny(ctx, "symlink", pres.key, denyNests)
+				}
 				var st unix.Stat_t
 				if err := unix.Stat(pres.key, &st); err != nil {
 					return nil, m.deny(ctx, "symlink", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:escape-dangling"})
@@ -131,10 +140,11 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok {
 		return nil, syscall.EXDEV
 	}
-	p := join(n.phys(), name)
+	n.ensureWatched()
+	p := join(n.where(), name)
 	// A hard link needs write access at both ends: otherwise an outside
 	// file could be linked in and written through.
-	if d := m.policy().DecideLink(src.phys(), p); !d.Allow {
+	if d := m.policy().DecideLink(src.where(), p); !d.Allow {
 		return nil, m.deny(ctx, "link", p, d)
 	}
 	err := unix.Linkat(src.fd, "", n.fd, name, unix.AT_EMPTY_PATH)
@@ -181,7 +191,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok {
 		return syscall.EXDEV
 	}
-	src, dst := join(n.phys(), name), join(np.phys(), newName)
+	n.ensureWatched()
+	np.ensureWatched()
+	src, dst := join(n.where(), name), join(np.where(), newName)
 	if d := m.policy().DecideRename(src, dst); !d.Allow {
 		return m.deny(ctx, "rename", src+" -> "+dst, d)
 	}
@@ -196,7 +208,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if errno := n.check(ctx, policy.OpCreate, "tmpfile"); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	p := n.phys()
+	p := n.where()
 	fd, err := unix.Openat(n.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode)
 	if err != nil {
 		return nil, nil, 0, toErrno(err)

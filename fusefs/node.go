@@ -59,14 +59,16 @@ type node struct {
 	// its lookups are checked against the policy (a none root may be there).
 	outside bool
 
-	// wd is the inotify watch of a directory node; unwatched is set when
-	// none could be placed, and its entries then get short timeouts.
+	// A directory is watched from the first time the kernel looks into it
+	// (ensureWatched): only then can it cache entries below it, and only
+	// then is the node surely the one go-fuse registered. wd is the inotify
+	// watch; unwatched is set when none could be placed, and its entries then
+	// get short timeouts.
+	watchOnce sync.Once
 	wd        int32
+	watched   bool
 	unwatched bool
 
-	// handout is when revalidate last returned this node (unix ns); see
-	// OnForget.
-	handout   atomic.Int64
 	closeOnce sync.Once
 }
 
@@ -148,6 +150,19 @@ func inPlaceIno(key string) uint64 {
 	return h.Sum64() | 1<<63
 }
 
+// where returns the node's physical path as the kernel knows it now: the
+// path of its descriptor (proc(5), /proc/self/fd). Unlike the tree's path
+// it follows renames made on the host, so a directory moved out of the root
+// is judged where it is. A deleted object is judged at its last path;
+// phys() is the fallback when the kernel cannot name it (PATH_MAX).
+func (n *node) where() string {
+	p, err := os.Readlink(procPath(n.fd))
+	if err != nil || !strings.HasPrefix(p, "/") {
+		return n.phys()
+	}
+	return strings.TrimSuffix(p, " (deleted)")
+}
+
 // phys returns the canonical physical path of the node: its anchor, or the
 // root, joined with the names on the way up the tree. Hard-linked nodes
 // yield one of their physical paths.
@@ -178,34 +193,28 @@ func (n *node) phys() string {
 	}
 }
 
-// reviveWindow bounds the time between revalidate handing out a known node
-// and go-fuse registering the kernel's new reference to it.
+// reviveWindow is how long a forgotten node keeps its descriptor.
 const reviveWindow = 2 * time.Second
 
 // OnForget releases the node's descriptor and watch once the kernel has
-// dropped the inode. revalidate may have just handed the node out again for
-// a LOOKUP that go-fuse has not registered yet (go-fuse requires that a
-// forgotten node not be revived); such a node is released only after the
-// window has passed and only if it is still forgotten, so a revived node
-// never runs on a closed descriptor.
+// dropped the inode, after reviveWindow and only if it is still forgotten.
+// go-fuse may hand a node that is being forgotten to a concurrent LOOKUP
+// (its identity table, or revalidate below, found it a moment earlier); a
+// revived node must never run on a closed, possibly reused, descriptor.
 func (n *node) OnForget() {
 	if n.IsRoot() {
 		return
 	}
-	if time.Since(time.Unix(0, n.handout.Load())) < reviveWindow {
-		time.AfterFunc(reviveWindow, func() {
-			if n.Forgotten() {
-				n.release()
-			}
-		})
-		return
-	}
-	n.release()
+	time.AfterFunc(reviveWindow, func() {
+		if n.Forgotten() {
+			n.release()
+		}
+	})
 }
 
 func (n *node) release() {
 	n.closeOnce.Do(func() {
-		if n.m.watch != nil && n.IsDir() && !n.unwatched {
+		if n.watched {
 			n.m.watch.remove(n)
 		}
 		n.file.Close()
@@ -215,6 +224,7 @@ func (n *node) release() {
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	m := n.m
 	m.stats.op(opLookup)
+	n.ensureWatched()
 	if ch := n.revalidate(name, out); ch != nil {
 		return ch, 0
 	}
@@ -276,7 +286,6 @@ func (n *node) revalidate(name string, out *fuse.EntryOut) *fs.Inode {
 	if sa != ch.StableAttr() {
 		return nil
 	}
-	cn.handout.Store(time.Now().UnixNano())
 	if ch.Forgotten() {
 		return nil
 	}
@@ -303,23 +312,22 @@ func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, anchor,
 	}
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	nn := n.m.newNode(fd, anchor, p)
-	ch := n.NewInode(ctx, nn, sa)
-	if ch.Operations() == nn && sa.Mode == syscall.S_IFDIR {
-		n.m.watchDir(nn)
-	}
-	return ch
+	return n.NewInode(ctx, n.m.newNode(fd, anchor, p), sa)
 }
 
-// watchDir places the inotify watch of a new directory node.
-func (m *mount) watchDir(n *node) {
-	if m.watch == nil {
-		n.unwatched = true
-		return
-	}
-	if !m.watch.add(n) {
-		n.unwatched = true
-	}
+// ensureWatched places the directory's inotify watch the first time the
+// kernel looks into it.
+func (n *node) ensureWatched() {
+	n.watchOnce.Do(func() {
+		switch {
+		case n.m.watch == nil:
+			n.unwatched = true
+		case n.m.watch.add(n):
+			n.watched = true
+		default:
+			n.unwatched = true
+		}
+	})
 }
 
 // serveInPlace answers a lookup of the symlink at p with the object it
@@ -330,6 +338,9 @@ func (n *node) serveInPlace(ctx context.Context, p string, pres linkPresentation
 	m := n.m
 	if pres.kind == linkBroken {
 		return nil, m.deny(ctx, "lookup", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:unresolvable"})
+	}
+	if m.nestsMount(pres.key) {
+		return nil, m.deny(ctx, "lookup", p, denyNests)
 	}
 	fd, err := openCanonical(pres.key)
 	if err != nil {
@@ -350,6 +361,17 @@ func (n *node) serveInPlace(ctx context.Context, p string, pres linkPresentation
 	return n.addChild(ctx, fd, &st, pres.key, pres.key, out), 0
 }
 
+// denyNests refuses to serve, in place of a link, a directory that holds the
+// mountpoint: the server's own calls below it would walk through its own
+// mount, where a rename deadlocks on the kernel's rename lock and every
+// descriptor pins the mount.
+var denyNests = policy.Decision{Errno: syscall.EACCES, Rule: "symlink:contains-mountpoint"}
+
+// nestsMount reports whether key is the mountpoint or one of its ancestors.
+func (m *mount) nestsMount(key string) bool {
+	return within(m.mountCanon, key) || within(m.mountpoint, key)
+}
+
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.m.stats.op(opGetattr)
 	fd := n.fd
@@ -362,7 +384,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && n.m.symlinks == SymlinksContain {
 		if text, err := readlinkFd(n.fd); err == nil {
-			if pres := n.m.presentLink(filepath.Dir(n.phys()), text); pres.kind == linkShow {
+			if pres := n.m.presentLink(filepath.Dir(n.where()), text); pres.kind == linkShow {
 				st.Size = int64(len(pres.text))
 			}
 		}
@@ -374,7 +396,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 
 // check asks the policy about op on the node's own physical path.
 func (n *node) check(ctx context.Context, op policy.Op, name string) syscall.Errno {
-	p := n.phys()
+	p := n.where()
 	d := n.m.policy().Decide(op, p)
 	if d.Allow {
 		return 0
@@ -384,7 +406,8 @@ func (n *node) check(ctx context.Context, op policy.Op, name string) syscall.Err
 
 // checkChild asks the policy about op on the name in this directory.
 func (n *node) checkChild(ctx context.Context, op policy.Op, opName, name string) (string, syscall.Errno) {
-	p := join(n.phys(), name)
+	n.ensureWatched()
+	p := join(n.where(), name)
 	d := n.m.policy().Decide(op, p)
 	if d.Allow {
 		return p, 0
@@ -498,6 +521,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.m.stats.op(opOpendir)
+	n.ensureWatched()
 	fd, err := unix.Openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, 0, toErrno(err)
@@ -616,7 +640,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if m.symlinks == SymlinksFollow {
 		return []byte(text), 0
 	}
-	pres := m.presentLink(filepath.Dir(n.phys()), text)
+	pres := m.presentLink(filepath.Dir(n.where()), text)
 	if pres.kind != linkShow {
 		// The link changed on the host since lookup; refuse rather than
 		// hand the kernel a text that leaves the mount.

@@ -120,7 +120,7 @@ func Mount(cfg Config) (*Server, error) {
 	if !cfg.Policy.Writable() {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
 	}
-	m.watchDir(rootNode)
+	rootNode.ensureWatched()
 	srv, err := fs.Mount(cfg.Mountpoint, rootNode, opts)
 	if err != nil {
 		if m.watch != nil {

@@ -214,11 +214,21 @@ func (p *Policy) decide(op Op, path string) (Decision, *area, bool) {
 	}
 	var a *area
 	var g *guard
-	checkAncestor := op == OpRename || op == OpUnlink || op == OpRmdir
+	var above bool
+	// A name on the way to a protected key may not be removed, moved, or
+	// made into anything but a directory: a symlinked or gitdir-pointer .git
+	// made after Compile would lead around the protection. (A root itself
+	// cannot be created; only names strictly inside one are checked for
+	// the creating ops.)
+	creates := op == OpSymlink || op == OpCreate || op == OpLink || op == OpMknod
+	checkAncestor := op == OpRename || op == OpUnlink || op == OpRmdir || creates
 	if p.useIndex {
-		a, g, _ = p.lookupIndex(path, checkAncestor)
+		a, g, above = p.lookupIndex(path, checkAncestor)
 	} else {
-		a, g, _ = p.lookupScan(path, checkAncestor)
+		a, g, above = p.lookupScan(path, checkAncestor)
+	}
+	if above && creates && len(path) <= len(a.path) {
+		g = nil
 	}
 	switch {
 	case a.access == AccessNone:

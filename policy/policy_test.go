@@ -449,8 +449,8 @@ func TestDecideRenameAndLink(t *testing.T) {
 		{ModeWorkspaceWrite, "proj/.git/config", "proj/.git/hooks/b", deny(syscall.EACCES, "protected:.git/config"), deny(syscall.EACCES, "protected:.git/config")},
 		// Moving a protected name away (its ancestor) is refused outright,
 		// as is any end in a none root.
-		{ModeWorkspaceWrite, "proj/.git", "proj/git-old", deny(syscall.EACCES, "protected:.git/hooks"), allow("primary:read-write")},
-		{ModeWorkspaceWrite, "tmp/a", "proj/.git", deny(syscall.EACCES, "protected:.git/hooks"), xlink},
+		{ModeWorkspaceWrite, "proj/.git", "proj/git-old", deny(syscall.EACCES, "protected:.git/hooks"), deny(syscall.EACCES, "protected:.git/hooks")}, // (a directory cannot be hard-linked anyway)
+		{ModeWorkspaceWrite, "tmp/a", "proj/.git", deny(syscall.EACCES, "protected:.git/hooks"), deny(syscall.EACCES, "protected:.git/hooks")},
 		{ModeFullAccess, "out/a", "out/b", allow("outside:read-write"), allow("outside:read-write")},
 		{ModeFullAccess, "out/a", "proj/b", xren, xlink},
 		{ModeReadOnly, "rw/a", "proj/b", xren, xlink},
@@ -551,7 +551,7 @@ func TestSpec(t *testing.T) {
 	assert.Equal(t, AccessReadOnly, p.Spec().Additional[0].Access)
 	assert.Equal(t, DefaultProtected, p.Spec().Protected)
 	assert.Equal(t, []string{root + "/tmp"}, p.Spec().Temp)
-	assert.Equal(t, []string{".git/hooks", ".git/config"}, DefaultProtected)
+	assert.Equal(t, []string{".git/hooks", ".git/config", ".git/commondir", ".git/config.worktree"}, DefaultProtected)
 
 	// Defaults.
 	d := mustCompile(t, Spec{Primary: root + "/real"}).Spec()
@@ -716,4 +716,27 @@ func BenchmarkDecide(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestProtectedAncestorCreation: with no .git at Compile time, the name .git
+// may become a directory (git init) but not a symlink, a gitdir-pointer file,
+// a hard link or a special file, any of which would lead around the
+// protection computed at Compile time.
+func TestProtectedAncestorCreation(t *testing.T) {
+	root := tree(t, "proj/", "proj/rg/hooks/")
+	p := mustCompile(t, Spec{Primary: filepath.Join(root, "proj"), Temp: []string{}})
+	hooks := deny(syscall.EACCES, "protected:.git/hooks")
+	runChecks(t, p, root, []check{
+		{OpMkdir, "proj/.git", allow("primary:read-write")},
+		{OpSymlink, "proj/.git", hooks},
+		{OpCreate, "proj/.git", hooks},
+		{OpLink, "proj/.git", hooks},
+		{OpMknod, "proj/.git", hooks},
+		{OpCreate, "proj/.git/hooks/pre-commit", hooks},
+		{OpCreate, "proj/.git/commondir", deny(syscall.EACCES, "protected:.git/commondir")},
+		{OpCreate, "proj/.git/config.worktree", deny(syscall.EACCES, "protected:.git/config.worktree")},
+		{OpCreate, "proj/.git/HEAD", allow("primary:read-write")},
+		{OpCreate, "proj/rg/hooks/x", allow("primary:read-write")},
+		{OpCreate, "proj", allow("primary:read-write")}, // a root is not checked as an ancestor
+	})
 }

@@ -55,8 +55,11 @@ type Spec struct {
 }
 
 // DefaultProtected are the protected subpaths when Spec.Protected is nil: a
-// write there becomes code execution (hooks) or a config change that runs code.
-var DefaultProtected = []string{".git/hooks", ".git/config"}
+// write there becomes code execution (hooks) or a config change that runs
+// code. DESIGN.md lists .git/hooks and .git/config; commondir and
+// config.worktree are added because git reads config and hooks through them
+// (gitrepository-layout(5)), so either would lead around the first two.
+var DefaultProtected = []string{".git/hooks", ".git/config", ".git/commondir", ".git/config.worktree"}
 
 // Op is a file system operation, as policy classifies it.
 type Op uint8

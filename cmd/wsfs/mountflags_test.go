@@ -59,7 +59,7 @@ func TestMountConfig(t *testing.T) {
 			{Path: root + "/extra", Access: policy.AccessReadWrite},
 			{Path: root + "/ro", Access: policy.AccessReadOnly},
 		}, spec.Additional)
-		assert.Equal(t, []string{".git/hooks", ".git/config", "secrets"}, spec.Protected)
+		assert.Equal(t, append(append([]string(nil), policy.DefaultProtected...), "secrets"), spec.Protected)
 	})
 
 	t.Run("flags override the policy file", func(t *testing.T) {

@@ -88,11 +88,13 @@ temp:
 protected:
   - .git/hooks
   - .git/config
+  - .git/commondir
+  - .git/config.worktree
 `, root), out)
 
 	out, errOut, code = cli(t, "policy", "show", "--json", "--policy", file)
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, fmt.Sprintf(`{"mode":"workspace-write","primary":"%[1]s/proj","additional":[{"path":"%[1]s/ro","access":"read-only"},{"path":"%[1]s/secret","access":"none"}],"temp":["%[1]s/tmp"],"protected":[".git/hooks",".git/config"]}`+"\n", root), out)
+	assert.Equal(t, fmt.Sprintf(`{"mode":"workspace-write","primary":"%[1]s/proj","additional":[{"path":"%[1]s/ro","access":"read-only"},{"path":"%[1]s/secret","access":"none"}],"temp":["%[1]s/tmp"],"protected":[".git/hooks",".git/config",".git/commondir",".git/config.worktree"]}`+"\n", root), out)
 
 	t.Run("canonical roots", func(t *testing.T) {
 		dir := tree(t, "real/", "alias -> real")
