@@ -44,7 +44,8 @@ type node struct {
 
 	// file holds the O_PATH descriptor. An *os.File closes it when the node
 	// is garbage collected, which covers nodes go-fuse drops in favour of an
-	// already-known inode with the same number; OnForget closes it early.
+	// already-known inode with the same number; OnForget closes it as soon
+	// as the kernel is surely done with the node.
 	file *os.File
 	fd   int
 
@@ -284,9 +285,6 @@ func (n *node) revalidate(name string, out *fuse.EntryOut) *fs.Inode {
 	st := statFromUnix(&ust)
 	sa := n.m.stable(&st)
 	if sa != ch.StableAttr() {
-		return nil
-	}
-	if ch.Forgotten() {
 		return nil
 	}
 	out.Attr.FromStat(&st)
@@ -531,7 +529,14 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		unix.Close(fd)
 		return nil, 0, errno
 	}
-	return &dirHandle{ds: ds, hideLinks: n.m.symlinks != SymlinksFollow}, 0, 0
+	// With the watcher on, the kernel may keep listings in its page cache
+	// (FOPEN_CACHE_DIR): changes through the mount invalidate them in the
+	// kernel itself, changes on the host through the watcher.
+	var fuseFlags uint32
+	if n.watched {
+		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	}
+	return &dirHandle{ds: ds, hideLinks: n.m.symlinks != SymlinksFollow}, fuseFlags, 0
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {

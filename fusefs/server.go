@@ -252,6 +252,20 @@ func (s *Server) SetPolicy(p *policy.Policy) {
 // Policy returns the policy in force.
 func (s *Server) Policy() *policy.Policy { return s.m.pol.Load() }
 
+// SyncHostChanges returns once every change made on the host before the
+// call has been turned into kernel cache invalidations, so a process started
+// afterwards sees it. A host that writes files itself and then starts a tool
+// in the mount calls it in between; without it a change becomes visible a
+// moment later (the watcher is asynchronous). Without the watcher it returns
+// nil at once: the timeouts then bound staleness. Errors: the barrier could
+// not be placed (inotify limits) or timed out (10 s).
+func (s *Server) SyncHostChanges() error {
+	if s.m.watch == nil {
+		return nil
+	}
+	return s.m.watch.barrier(10 * time.Second)
+}
+
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats { return s.m.stats.snapshot() }
 

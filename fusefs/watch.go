@@ -2,8 +2,12 @@ package fusefs
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -32,6 +36,16 @@ type watcher struct {
 	mu   sync.Mutex
 	byWd map[int32][]*node
 	root *node
+
+	// Barriers (Server.SyncHostChanges): a private directory whose events,
+	// queued behind every earlier event of this inotify instance, tell when
+	// those have been handled.
+	syncOnce sync.Once
+	syncDir  string
+	syncWd   int32
+	syncErr  error
+	syncSeq  atomic.Uint64
+	waiters  map[string]chan struct{}
 }
 
 func newWatcher() (*watcher, error) {
@@ -74,7 +88,56 @@ func (w *watcher) remove(n *node) {
 	w.byWd[n.wd] = ns
 }
 
-func (w *watcher) close() { w.file.Close() }
+func (w *watcher) close() {
+	w.file.Close()
+	if w.syncDir != "" {
+		os.RemoveAll(w.syncDir)
+	}
+}
+
+// barrier returns once every event queued before it has been handled.
+func (w *watcher) barrier(timeout time.Duration) error {
+	w.syncOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "wsfs-sync-")
+		if err != nil {
+			w.syncErr = err
+			return
+		}
+		wd, err := unix.InotifyAddWatch(w.fd, dir, unix.IN_CREATE|unix.IN_ONLYDIR)
+		if err != nil {
+			os.Remove(dir)
+			w.syncErr = err
+			return
+		}
+		w.mu.Lock()
+		w.syncDir, w.syncWd = dir, int32(wd)
+		w.waiters = map[string]chan struct{}{}
+		w.mu.Unlock()
+	})
+	if w.syncErr != nil {
+		return w.syncErr
+	}
+	name := strconv.FormatUint(w.syncSeq.Add(1), 10)
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.waiters[name] = done
+	w.mu.Unlock()
+	p := filepath.Join(w.syncDir, name)
+	err := os.Mkdir(p, 0o700)
+	if err == nil {
+		os.Remove(p)
+		select {
+		case <-done:
+			return nil
+		case <-time.After(timeout):
+			err = errors.New("host changes not handled within " + timeout.String())
+		}
+	}
+	w.mu.Lock()
+	delete(w.waiters, name)
+	w.mu.Unlock()
+	return err
+}
 
 // run reads events until the watcher is closed.
 func (w *watcher) run() {
@@ -102,6 +165,14 @@ func (w *watcher) handle(wd int32, mask uint32, name string) {
 		return
 	}
 	w.mu.Lock()
+	if wd == w.syncWd && w.waiters != nil {
+		if ch, ok := w.waiters[name]; ok && mask&unix.IN_CREATE != 0 {
+			delete(w.waiters, name)
+			close(ch)
+		}
+		w.mu.Unlock()
+		return
+	}
 	if mask&unix.IN_IGNORED != 0 {
 		delete(w.byWd, wd)
 		w.mu.Unlock()
@@ -116,6 +187,7 @@ func (w *watcher) handle(wd int32, mask uint32, name string) {
 		}
 		if mask&(unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 && !d.agrees(name) {
 			d.NotifyEntry(name)
+			d.NotifyContent(0, 0) // the cached listing (FOPEN_CACHE_DIR)
 		}
 		if mask&(unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE) != 0 {
 			if ch := d.GetChild(name); ch != nil {

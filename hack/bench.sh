@@ -16,7 +16,8 @@
 #             Not `wsfs mount`, which serves the same Config but has no way
 #             to dump Stats() between workloads (SIGUSR1 here).
 #   loopback  go-fuse's example/loopback, built from the module graph
-#             (-directmount as root; its 1 s entry/attr timeouts equal wsfs's)
+#             (-directmount as root; 1 s entry/attr timeouts, while wsfs by
+#             default caches for a minute and invalidates on host changes)
 #
 # Workloads (run with the tree as working directory):
 #   git_status     git status >/dev/null (warm: see below)
