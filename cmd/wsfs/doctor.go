@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+)
+
+func init() { registerCommand(newDoctorCmd) }
+
+// The statuses of a doctor check.
+const (
+	checkOK   = "ok"
+	checkWarn = "warn" // works, with less (or an optional feature is missing)
+	checkFail = "fail" // wsfs cannot work until fixed
+)
+
+// check is one line of `wsfs doctor`.
+type check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	// Detail says what was found.
+	Detail string `json:"detail"`
+	// Fix says what to do; empty when Status is ok.
+	Fix string `json:"fix,omitempty"`
+}
+
+// newDoctorCmd returns the `wsfs doctor` verb.
+func newDoctorCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that this host can run wsfs, one line per check with the fix",
+		Long: `Check /dev/fuse, the mount helper (fusermount3, or running as root), the
+kernel's FUSE passthrough support (Linux 6.9+), the Landlock ABI (for
+exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other) and
+stale wsfs mounts (a daemon that died). Prints one line per check:
+"ok|warn|fail  NAME: DETAIL[ — fix: FIX]"; with --json one object per line
+{"name","status","detail","fix"}. Exit code 1 when a check fails (warnings do
+not fail).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkLandlock(), checkAllowOther()}
+			checks = append(checks, checkStaleMounts()...)
+			failed := false
+			for _, c := range checks {
+				if c.Status == checkFail {
+					failed = true
+				}
+				if jsonOutput(cmd) {
+					writeJSON(cmd.OutOrStdout(), c)
+					continue
+				}
+				line := fmt.Sprintf("%-4s  %s: %s", c.Status, c.Name, c.Detail)
+				if c.Fix != "" {
+					line += " — fix: " + c.Fix
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), line)
+			}
+			if failed {
+				return errReported
+			}
+			return nil
+		},
+	}
+}
+
+// checkDevFuse checks that /dev/fuse is a character device this process can
+// open read-write.
+func checkDevFuse() check {
+	c := check{Name: "/dev/fuse"}
+	fi, err := os.Stat("/dev/fuse")
+	switch {
+	case err != nil:
+		c.Status, c.Detail, c.Fix = checkFail, oneLine(err.Error()), "load the module (modprobe fuse); in a container, pass the device (--device /dev/fuse)"
+		return c
+	case fi.Mode()&os.ModeCharDevice == 0:
+		c.Status, c.Detail, c.Fix = checkFail, "not a character device", "recreate it: mknod /dev/fuse c 10 229"
+		return c
+	}
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		c.Status, c.Detail, c.Fix = checkFail, "cannot open: "+oneLine(err.Error()), "run as root or give this user access to /dev/fuse (mode 0666 is the usual)"
+		return c
+	}
+	f.Close()
+	c.Status, c.Detail = checkOK, "character device, opens read-write"
+	return c
+}
+
+// checkMountHelper checks that this process can mount: as root it calls
+// mount(2) itself, otherwise it needs fusermount3.
+func checkMountHelper() check {
+	c := check{Name: "mount"}
+	if os.Geteuid() == 0 {
+		c.Status, c.Detail = checkOK, "running as root: mount(2) directly"
+		if p, err := exec.LookPath("fusermount3"); err == nil {
+			c.Detail += "; fusermount3 at " + p
+		}
+		return c
+	}
+	p, err := exec.LookPath("fusermount3")
+	if err != nil {
+		c.Status, c.Detail, c.Fix = checkFail, "not root and fusermount3 not in PATH", "install fuse3 (apt-get install fuse3) or run as root"
+		return c
+	}
+	c.Status, c.Detail = checkOK, "fusermount3 at "+p
+	return c
+}
+
+// kernelVersion returns the running kernel's major and minor version.
+func kernelVersion() (major, minor int, release string, err error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return 0, 0, "", err
+	}
+	release = unix.ByteSliceToString(u.Release[:])
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, release, fmt.Errorf("kernel release %q: not MAJOR.MINOR", release)
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(strings.TrimLeftFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return 0, 0, release, fmt.Errorf("kernel release %q: not MAJOR.MINOR", release)
+	}
+	return major, minor, release, nil
+}
+
+// checkPassthrough checks the kernel's FUSE passthrough support (Linux 6.9,
+// FUSE_PASSTHROUGH; it needs CAP_SYS_ADMIN).
+func checkPassthrough() check {
+	c := check{Name: "fuse passthrough"}
+	major, minor, release, err := kernelVersion()
+	switch {
+	case err != nil:
+		c.Status, c.Detail, c.Fix = checkWarn, oneLine(err.Error()), "check the kernel version by hand: passthrough needs Linux 6.9+"
+	case major > 6 || major == 6 && minor >= 9:
+		c.Status, c.Detail = checkOK, "kernel "+release+" supports FUSE passthrough"
+		if os.Geteuid() != 0 {
+			c.Status, c.Detail, c.Fix = checkWarn, c.Detail+", but it needs root (CAP_SYS_ADMIN)", "run the daemon as root for passthrough file data"
+		}
+	default:
+		c.Status, c.Detail, c.Fix = checkWarn, "kernel "+release+" has no FUSE passthrough: file data goes through the server", "upgrade to Linux 6.9+ for native-speed file data"
+	}
+	return c
+}
+
+// checkLandlock checks the Landlock ABI that `wsfs exec --confine` needs.
+func checkLandlock() check {
+	c := check{Name: "landlock"}
+	abi := landlockABI()
+	switch {
+	case abi >= minLandlockABI:
+		c.Status, c.Detail = checkOK, fmt.Sprintf("ABI %d: exec --confine works", abi)
+	case abi > 0:
+		c.Status, c.Detail, c.Fix = checkWarn, fmt.Sprintf("ABI %d: only exec --confine=best-effort works (renames across directories refused)", abi), "upgrade to Linux 5.19+"
+	default:
+		c.Status, c.Detail, c.Fix = checkWarn, "not available: exec --confine fails, --confine=best-effort runs unconfined", "boot with lsm=...,landlock (CONFIG_SECURITY_LANDLOCK=y)"
+	}
+	return c
+}
+
+// checkAllowOther checks user_allow_other in /etc/fuse.conf, which a
+// non-root --allow-other mount needs.
+func checkAllowOther() check {
+	c := check{Name: "user_allow_other"}
+	f, err := os.Open("/etc/fuse.conf")
+	if err != nil {
+		if os.Geteuid() == 0 {
+			c.Status, c.Detail = checkOK, "/etc/fuse.conf absent; not needed as root"
+			return c
+		}
+		c.Status, c.Detail, c.Fix = checkWarn, "/etc/fuse.conf: "+oneLine(errnoOrErr(err)), "add the line user_allow_other to /etc/fuse.conf (only for --allow-other)"
+		return c
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "user_allow_other" {
+			c.Status, c.Detail = checkOK, "set in /etc/fuse.conf"
+			return c
+		}
+	}
+	if os.Geteuid() == 0 {
+		c.Status, c.Detail = checkOK, "not set in /etc/fuse.conf; not needed as root"
+		return c
+	}
+	c.Status, c.Detail, c.Fix = checkWarn, "not set in /etc/fuse.conf: --allow-other mounts are refused", "add the line user_allow_other to /etc/fuse.conf (only for --allow-other)"
+	return c
+}
+
+// errnoOrErr returns err's errno text, or err's text.
+func errnoOrErr(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
+}
+
+// checkStaleMounts finds wsfs mounts (type fuse.wsfs) whose server is gone:
+// stat gives ENOTCONN. One check per stale mount, or one ok line.
+func checkStaleMounts() []check {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return []check{{Name: "stale mounts", Status: checkWarn, Detail: "/proc/self/mountinfo: " + oneLine(err.Error()), Fix: "mount /proc"}}
+	}
+	var out []check
+	live := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		// mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+		fields := strings.Fields(line)
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 || fields[sep+1] != "fuse.wsfs" {
+			continue
+		}
+		mp := unescapeOctal(fields[4])
+		var st unix.Stat_t
+		if err := unix.Stat(mp, &st); errors.Is(err, unix.ENOTCONN) {
+			out = append(out, check{Name: "stale mount", Status: checkFail, Detail: mp + ": its server is gone (ENOTCONN)", Fix: "wsfs unmount " + mp + " (a restarted wsfs serve clears its own)"})
+			continue
+		}
+		live++
+	}
+	if len(out) == 0 {
+		out = append(out, check{Name: "stale mounts", Status: checkOK, Detail: fmt.Sprintf("none (%d live wsfs mounts)", live)})
+	}
+	return out
+}
+
+// unescapeOctal decodes mountinfo's \ooo escapes.
+func unescapeOctal(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,476 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/client"
+	"github.com/wsfs/wsfs/policy"
+)
+
+func init() { registerCommand(newSessionCmd) }
+
+// newSessionCmd returns the `wsfs session` verb group, the daemon's client.
+func newSessionCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Create, list, show, remove and steer sessions of a running `wsfs serve`",
+		Long: `Client verbs of the wsfs daemon (wsfs serve), over its Unix socket.
+
+A refusal by the daemon is printed as one line "wsfs: <message>" on stderr (and,
+with --json, as {"error":{"code","message"}} on stdout, with the daemon's stable
+code: invalid, not_found, exists, busy, origin_gone, failed, forbidden, ...).
+Exit codes: 0 ok, 2 bad input (codes invalid and too_large, bad flags), 1 any
+other failure (including an unreachable daemon).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve or events)")
+		},
+	}
+	cmd.PersistentFlags().String("socket", client.DefaultSocket(), "the daemon's Unix socket")
+	cmd.AddCommand(newSessionCreateCmd(), newSessionListCmd(), newSessionShowCmd(), newSessionRmCmd(),
+		newSessionPolicyCmd(), newSessionCwdCmd(), newSessionResolveCmd(), newSessionEventsCmd())
+	return cmd
+}
+
+// daemonClient returns a client of the socket named by cmd's --socket flag.
+func daemonClient(cmd *cobra.Command) *client.Client {
+	socket, _ := cmd.Flags().GetString("socket")
+	if socket == "" {
+		socket = client.DefaultSocket()
+	}
+	return client.New(socket)
+}
+
+// apiFailure reports err, an error from the daemon or from reaching it, and
+// returns the reportedError that gives its exit code: one line "wsfs: ..."
+// on stderr, and with --json {"error":{"code","message"}} on stdout with the
+// daemon's code ("unreachable" when the daemon could not be reached).
+// Exit code 2 for bad input (invalid, too_large), 1 otherwise.
+func apiFailure(cmd *cobra.Command, err error) error {
+	msg := oneLine(err.Error())
+	code := string(mounts.CodeOf(err))
+	if _, ok := err.(*mounts.Error); !ok {
+		code = "unreachable"
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", msg)
+	if jsonOutput(cmd) {
+		writeJSON(cmd.OutOrStdout(), map[string]any{"error": errorObject{Code: code, Message: msg}})
+	}
+	switch mounts.CodeOf(err) {
+	case mounts.CodeInvalid, mounts.CodeTooLarge:
+		if code != "unreachable" {
+			return &reportedError{code: exitUsage}
+		}
+	}
+	return &reportedError{code: exitFailure}
+}
+
+// checkID refuses a malformed session id argument before asking the daemon.
+func checkID(what, id string) error {
+	if err := mounts.ValidID(id); err != nil {
+		return errUsage("%s: %s", what, err)
+	}
+	return nil
+}
+
+// newSessionCreateCmd returns `wsfs session create`.
+func newSessionCreateCmd() *cobra.Command {
+	var root, mountpoint, mode, symlinks, parent, cwd, policyFile string
+	var addRoots, protect []string
+	cmd := &cobra.Command{
+		Use:   "create ID --root DIR [--mountpoint DIR] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]... [--symlinks MODE] [--parent ID | --cwd DIR] [--policy FILE]",
+		Short: "Create and mount a session",
+		Long: `Create session ID: mount the physical root of --root (symlinks and ".."
+resolved as the kernel does) at --mountpoint (default <mount-base>/ID), with the
+policy built from --policy FILE (JSON or YAML) as a base and --mode, --add-root
+and --protect overriding or adding to it. The working directory starts at the
+mount root, at the --parent session's current directory, or at --cwd (relative
+to the mount root). Prints the session (see "session show").`,
+		Args: exactArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			if err := checkID("session create", id); err != nil {
+				return err
+			}
+			var spec policy.Spec
+			if policyFile != "" {
+				var err error
+				if spec, err = loadPolicySpec(policyFile); err != nil {
+					return err
+				}
+			}
+			if root == "" {
+				root = spec.Primary
+			}
+			if root == "" {
+				return errUsage("session create: --root: missing DIR")
+			}
+			rootAbs, err := baseDir(root)
+			if err != nil {
+				return err
+			}
+			spec.Primary = ""
+			if cmd.Flags().Changed("mode") {
+				m, err := parseMode(mode)
+				if err != nil {
+					return err
+				}
+				spec.Mode = m
+			}
+			for _, ar := range addRoots {
+				r, err := parseAddRoot(ar)
+				if err != nil {
+					return err
+				}
+				spec.Additional = mergeRoot(spec.Additional, r)
+			}
+			if len(protect) > 0 {
+				if spec.Protected == nil {
+					spec.Protected = append([]string(nil), policy.DefaultProtected...)
+				}
+				for _, p := range protect {
+					if p == "" || strings.HasPrefix(p, "/") {
+						return errUsage("--protect %q: must be a non-empty path relative to each root", p)
+					}
+					spec.Protected = append(spec.Protected, p)
+				}
+			}
+			sl, err := fusefs.ParseSymlinkMode(symlinks)
+			if err != nil {
+				return errUsage("--symlinks: %s", err)
+			}
+			if parent != "" && cwd != "" {
+				return errUsage("session create: --parent and --cwd: give at most one")
+			}
+			if parent != "" {
+				if err := checkID("--parent", parent); err != nil {
+					return err
+				}
+			}
+			mp := mountpoint
+			if mp != "" {
+				if mp, err = baseDir(mp); err != nil {
+					return err
+				}
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			s, err := c.Create(cmd.Context(), mounts.Spec{
+				ID: id, Root: rootAbs, Mountpoint: mp, Policy: spec,
+				Symlinks: sl, Parent: parent, Cwd: cwd,
+			})
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			printSession(cmd, s)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&root, "root", "", "project directory (default: the policy file's primary)")
+	fl.StringVar(&mountpoint, "mountpoint", "", "where to mount (default: <mount-base>/ID)")
+	fl.StringVar(&mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
+	fl.StringArrayVar(&addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
+	fl.StringArrayVar(&protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults (repeatable)")
+	fl.StringVar(&symlinks, "symlinks", "contain", "symlink mode: contain, follow, resolve")
+	fl.StringVar(&parent, "parent", "", "start in this session's current directory")
+	fl.StringVar(&cwd, "cwd", "", "start in this directory (relative to the mount root, or absolute)")
+	fl.StringVar(&policyFile, "policy", "", "policy file (JSON or YAML) as a base")
+	return cmd
+}
+
+// printSession prints s: one line of JSON with --json, else indented JSON.
+func printSession(cmd *cobra.Command, s mounts.Session) {
+	if jsonOutput(cmd) {
+		writeJSON(cmd.OutOrStdout(), s)
+		return
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(s)
+}
+
+// newSessionListCmd returns `wsfs session list`.
+func newSessionListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List sessions",
+		Long: `List the daemon's sessions as a table (ID, STATE, MODE, MOUNTPOINT, CWD,
+ROOT), or with --json as {"sessions":[...]}.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := daemonClient(cmd)
+			defer c.Close()
+			list, err := c.List(cmd.Context())
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if jsonOutput(cmd) {
+				if list == nil {
+					list = []mounts.Session{}
+				}
+				writeJSON(cmd.OutOrStdout(), mounts.SessionList{Sessions: list})
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tMODE\tMOUNTPOINT\tCWD\tROOT")
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, s.Mode, s.Mountpoint, s.Cwd, s.Root)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// newSessionShowCmd returns `wsfs session show`.
+func newSessionShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Print a session as a JSON object",
+		Long: `Print session ID as a JSON object: id, origin (the root as given), root
+(physical), mountpoint, mode, policy, symlinks, parent, cwd (inside the mount,
+as last set), cwd_physical, tmpdir, created, state ("mounted" or "failed") and
+error. Indented, or one line with --json.`,
+		Args: exactArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session show", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			s, err := c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			printSession(cmd, s)
+			return nil
+		},
+	}
+}
+
+// newSessionRmCmd returns `wsfs session rm`.
+func newSessionRmCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "rm ID... [--force]",
+		Short: "Unmount and remove sessions",
+		Long: `Unmount each session, remove the mountpoint the daemon made, and delete its
+record, event log and temp directory. A busy mount is refused (code busy, the
+message names the processes holding it) unless --force, which detaches it
+lazily. Stops at the first failure.`,
+		Args: minArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				if err := checkID("session rm", id); err != nil {
+					return err
+				}
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			for _, id := range args {
+				if err := c.Remove(cmd.Context(), id, force); err != nil {
+					return apiFailure(cmd, err)
+				}
+				if jsonOutput(cmd) {
+					writeJSON(cmd.OutOrStdout(), map[string]any{"id": id, "removed": true})
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "detach a busy mount lazily")
+	return cmd
+}
+
+// newSessionPolicyCmd returns `wsfs session policy`.
+func newSessionPolicyCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "policy ID --policy FILE",
+		Short: "Replace a session's policy, live",
+		Long: `Replace session ID's policy with FILE (JSON or YAML; primary may be left out,
+it is the session's root). Every process's next operation in the mount sees
+the new policy. A policy that does not compile is refused and the old one
+stays in force. Prints the session.`,
+		Args: exactArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session policy", args[0]); err != nil {
+				return err
+			}
+			spec, err := loadPolicySpec(file)
+			if err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			s, err := c.SetPolicy(cmd.Context(), args[0], spec)
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			printSession(cmd, s)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "policy", "", "policy file (JSON or YAML)")
+	return cmd
+}
+
+// newSessionCwdCmd returns `wsfs session cwd`.
+func newSessionCwdCmd() *cobra.Command {
+	var cd string
+	cmd := &cobra.Command{
+		Use:   "cwd ID [--cd PATH]",
+		Short: "Print (or change) a session's working directory",
+		Long: `Print session ID's working directory: the path inside the mount and the
+physical path, separated by a tab. With --cd, change it first: PATH is relative
+to the current directory, absolute inside the mount, or an absolute host path
+inside the root, and must be an existing directory reachable in the mount.
+A directory that vanished recovers to the mount root (a "recover" event);
+when the origin is gone too the command fails (code origin_gone).
+With --json: {"session","path","physical","changed","events"}.`,
+		Args: exactArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session cwd", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			var wd mounts.WorkDir
+			var err error
+			if cmd.Flags().Changed("cd") {
+				wd, err = c.Chdir(cmd.Context(), args[0], cd)
+			} else {
+				wd, err = c.Cwd(cmd.Context(), args[0])
+			}
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), wd)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", wd.Path, wd.Physical)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cd, "cd", "", "change to PATH first")
+	return cmd
+}
+
+// newSessionResolveCmd returns `wsfs session resolve`.
+func newSessionResolveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "resolve ID PATH...",
+		Short: "Resolve paths as a process in the session sees them",
+		Long: `Resolve each PATH as a process in session ID would: relative to the session's
+working directory inside the mount, walked through the mount. Prints one line
+per path: the display path, the physical key, and the write decision
+("write=allow" or "write=EROFS"), with its rule in parentheses, separated by
+tabs. With --json, one object per line: {"session","path","cwd","display",
+"key","mount_path","read","write"}. Exit code 1 if any path failed.`,
+		Args: minArgs(2, "session ID and PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			if err := checkID("session resolve", id); err != nil {
+				return err
+			}
+			for i, p := range args[1:] {
+				if strings.TrimSpace(p) == "" {
+					return errUsage("session resolve: PATH argument %d is blank", i+1)
+				}
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			out := cmd.OutOrStdout()
+			failed := false
+			for _, p := range args[1:] {
+				res, err := c.Resolve(cmd.Context(), id, p)
+				if err != nil {
+					var me *mounts.Error
+					if e, ok := err.(*mounts.Error); ok && e.Code == mounts.CodeInvalid {
+						me = e
+					}
+					if me == nil {
+						return apiFailure(cmd, err)
+					}
+					failed = true
+					if jsonOutput(cmd) {
+						writeJSON(out, map[string]any{"session": id, "path": p, "error": errorObject{Code: string(me.Code), Message: me.Message}})
+					} else {
+						fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", oneLine(me.Message))
+					}
+					continue
+				}
+				if jsonOutput(cmd) {
+					writeJSON(out, res)
+					continue
+				}
+				fmt.Fprintf(out, "%s\t%s\t%s\n", res.Display, res.Key, decisionText("write", res.Write))
+			}
+			if failed {
+				return errReported
+			}
+			return nil
+		},
+	}
+}
+
+// decisionText renders a decision as "op=allow (rule)" or "op=ERRNO (rule)".
+func decisionText(op string, d mounts.Decision) string {
+	v := "allow"
+	if !d.Allow {
+		v = d.Errno
+	}
+	return fmt.Sprintf("%s=%s (%s)", op, v, d.Rule)
+}
+
+// newSessionEventsCmd returns `wsfs session events`.
+func newSessionEventsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "events ID",
+		Short: "Print a session's working-directory events",
+		Long: `Print session ID's working-directory log, oldest first, as a table (SEQ,
+TIME, TYPE, FROM, TO, REASON), or with --json as {"session","events":[...]}.
+Types: "cd" (a change) and "recover" (the directory vanished; back to the
+mount root).`,
+		Args: exactArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session events", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			events, err := c.Events(cmd.Context(), args[0])
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if jsonOutput(cmd) {
+				if events == nil {
+					events = []mounts.Event{}
+				}
+				writeJSON(cmd.OutOrStdout(), mounts.EventList{Session: args[0], Events: events})
+				return nil
+			}
+			return printEvents(cmd.OutOrStdout(), events)
+		},
+	}
+}
+
+// printEvents prints events as a table.
+func printEvents(w io.Writer, events []mounts.Event) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tFROM\tTO\tREASON")
+	for _, e := range events {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Format("2006-01-02T15:04:05.000Z07:00"), e.Type, e.From, e.To, e.Reason)
+	}
+	return tw.Flush()
+}

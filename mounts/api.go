@@ -1,0 +1,432 @@
+package mounts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/policy"
+)
+
+// MaxBodyBytes is the largest request body the API reads (1 MiB); a larger
+// one gets 413 with code "too_large".
+const MaxBodyBytes = 1 << 20
+
+// ShutdownTimeout bounds how long Serve waits for in-flight requests after
+// its context is done.
+const ShutdownTimeout = time.Minute
+
+// ErrorBody is the JSON body of every API error:
+// {"error":{"code":"not_found","message":"session \"x\": no such session"}}.
+type ErrorBody struct {
+	Error ErrorObject `json:"error"`
+}
+
+// ErrorObject is the inside of ErrorBody.
+type ErrorObject struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+// CwdRequest is the body of POST /v1/sessions/{id}/cwd.
+type CwdRequest struct {
+	// Cd is the directory to change to (see Manager.Chdir).
+	Cd string `json:"cd"`
+}
+
+// SessionList is the body of GET /v1/sessions.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// EventList is the body of GET /v1/sessions/{id}/events.
+type EventList struct {
+	Session string  `json:"session"`
+	Events  []Event `json:"events"`
+}
+
+// Health is the body of GET /v1/healthz.
+type Health struct {
+	// Status is "ok".
+	Status string `json:"status"`
+	// Sessions is the number of sessions (mounted or failed).
+	Sessions int `json:"sessions"`
+}
+
+// API is the daemon's HTTP/1.1 JSON API over a Manager (docs/api.md). It
+// answers only peers whose uid (SO_PEERCRED on the Unix socket) is the
+// daemon's own; others get 403 "forbidden".
+type API struct {
+	m       *Manager
+	log     *slog.Logger
+	uid     uint32
+	metrics *metrics
+	mux     *http.ServeMux
+}
+
+// NewAPI returns the API of m. logger nil means slog.Default().
+func NewAPI(m *Manager, logger *slog.Logger) *API {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	a := &API{m: m, log: logger, uid: uint32(os.Getuid()), metrics: newMetrics(), mux: http.NewServeMux()}
+	a.route("/v1/healthz", map[string]handler{http.MethodGet: a.health})
+	a.route("/v1/metrics", map[string]handler{http.MethodGet: a.serveMetrics})
+	a.route("/v1/sessions", map[string]handler{http.MethodGet: a.list, http.MethodPost: a.create})
+	a.route("/v1/sessions/{id}", map[string]handler{http.MethodGet: a.get, http.MethodDelete: a.remove})
+	a.route("/v1/sessions/{id}/policy", map[string]handler{http.MethodPut: a.setPolicy})
+	a.route("/v1/sessions/{id}/cwd", map[string]handler{http.MethodGet: a.cwd, http.MethodPost: a.chdir})
+	a.route("/v1/sessions/{id}/resolve", map[string]handler{http.MethodGet: a.resolve})
+	a.route("/v1/sessions/{id}/events", map[string]handler{http.MethodGet: a.events})
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.finish(w, r, "other", time.Now(), errorf(CodeNotFound, "%s %s: no such API route", r.Method, r.URL.Path))
+	})
+	return a
+}
+
+// handler answers one route and method: a status and a body, or an error.
+type handler func(r *http.Request) (int, any, error)
+
+// route registers pattern with one handler per method.
+func (a *API) route(pattern string, methods map[string]handler) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		h, ok := methods[r.Method]
+		if !ok {
+			a.finish(w, r, pattern, start, errorf(CodeMethod, "%s %s: method not allowed", r.Method, r.URL.Path))
+			return
+		}
+		status, body, err := h(r)
+		if err != nil {
+			a.finish(w, r, pattern, start, err)
+			return
+		}
+		writeJSONStatus(w, status, body)
+		a.metrics.observe(pattern, r.Method, status, time.Since(start))
+	})
+}
+
+// finish writes err as an ErrorBody and counts the request.
+func (a *API) finish(w http.ResponseWriter, r *http.Request, route string, start time.Time, err error) {
+	code := CodeOf(err)
+	if code == CodeInternal {
+		a.log.Error("api", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	status := code.Status()
+	writeJSONStatus(w, status, ErrorBody{Error: ErrorObject{Code: code, Message: err.Error()}})
+	a.metrics.observe(route, r.Method, status, time.Since(start))
+}
+
+// writeJSONStatus writes v as JSON with status; a nil v writes no body, a
+// metricsText is written as is.
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
+	switch v := v.(type) {
+	case nil:
+		w.WriteHeader(status)
+		return
+	case metricsText:
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.WriteHeader(status)
+		io.WriteString(w, string(v))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// peerKey is the context key of a connection's peer credentials.
+type peerKey struct{}
+
+// peer is the peer of a connection: its credentials, or why they are
+// unavailable.
+type peer struct {
+	cred *unix.Ucred
+	err  error
+}
+
+// ConnContext records the peer credentials of a Unix socket connection
+// (SO_PEERCRED) in ctx; use it as http.Server.ConnContext.
+func (a *API) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	p := peer{err: errors.New("not a Unix socket connection")}
+	if uc, ok := c.(*net.UnixConn); ok {
+		raw, err := uc.SyscallConn()
+		if err == nil {
+			cerr := raw.Control(func(fd uintptr) {
+				p.cred, p.err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+			})
+			if cerr != nil {
+				p.err = cerr
+			}
+		} else {
+			p.err = err
+		}
+	}
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// ServeHTTP checks the peer's uid, then routes the request.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, _ := r.Context().Value(peerKey{}).(peer)
+	switch {
+	case p.cred == nil:
+		msg := "peer credentials unavailable"
+		if p.err != nil {
+			msg += ": " + p.err.Error()
+		}
+		a.finish(w, r, "auth", time.Now(), errorf(CodeForbidden, "%s", msg))
+		return
+	case p.cred.Uid != a.uid:
+		a.log.Warn("api: refused peer", "uid", p.cred.Uid, "pid", p.cred.Pid)
+		a.finish(w, r, "auth", time.Now(), errorf(CodeForbidden, "peer uid %d (pid %d): only uid %d may use this daemon", p.cred.Uid, p.cred.Pid, a.uid))
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// Serve answers the API on l until ctx is done; then it stops accepting,
+// waits up to ShutdownTimeout for in-flight requests to finish, and returns.
+// It does not close the Manager.
+func (a *API) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           a,
+		ConnContext:       a.ConnContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-done
+	return err
+}
+
+// Listen creates the API's Unix socket at path with mode 0600, without a
+// window in which it has another mode (it is made in a private directory,
+// then renamed into place). A stale socket at path (nobody answers) is
+// replaced; a live one is an ErrExists. The caller removes path after
+// closing the listener.
+func Listen(path string) (*net.UnixListener, error) {
+	if !filepath.IsAbs(path) {
+		return nil, errorf(CodeInvalid, "socket %q: must be an absolute path", path)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, errorf(CodeInvalid, "socket %q: exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, errorf(CodeExists, "socket %q: another daemon is listening on it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, errorf(CodeInvalid, "socket %q: remove stale socket: %v", path, errnoText(err))
+		}
+	}
+	tmp, err := os.MkdirTemp(dir, ".wsfs-sock-")
+	if err != nil {
+		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
+	}
+	defer os.RemoveAll(tmp)
+	tmpSock := filepath.Join(tmp, "s")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmpSock, Net: "unix"})
+	if err != nil {
+		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
+	}
+	l.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmpSock, 0o600); err == nil {
+		err = os.Rename(tmpSock, path)
+	}
+	if err != nil {
+		l.Close()
+		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
+	}
+	return l, nil
+}
+
+// decodeBody decodes r's JSON body into v: at most MaxBodyBytes, no unknown
+// fields, nothing after the value.
+func decodeBody(r *http.Request, v any) error {
+	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if dec.Decode(&struct{}{}) != io.EOF {
+			err = errors.New("trailing data after the JSON value")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooBig):
+		return errorf(CodeTooLarge, "request body: larger than %d bytes", MaxBodyBytes)
+	case err == io.EOF:
+		return errorf(CodeInvalid, "request body: empty, a JSON object is required")
+	}
+	return errorf(CodeInvalid, "request body: %v", err)
+}
+
+// sessionID returns the {id} of r, checked.
+func sessionID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	return id, ValidID(id)
+}
+
+func (a *API) health(r *http.Request) (int, any, error) {
+	return http.StatusOK, Health{Status: "ok", Sessions: a.m.Len()}, nil
+}
+
+func (a *API) list(r *http.Request) (int, any, error) {
+	return http.StatusOK, SessionList{Sessions: a.m.List(r.Context())}, nil
+}
+
+func (a *API) create(r *http.Request) (int, any, error) {
+	var spec Spec
+	if err := decodeBody(r, &spec); err != nil {
+		return 0, nil, err
+	}
+	s, err := a.m.Create(r.Context(), spec)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, s, nil
+}
+
+func (a *API) get(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	s, err := a.m.Get(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, s, nil
+}
+
+func (a *API) remove(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	force := false
+	if v := r.URL.Query().Get("force"); v != "" {
+		if force, err = strconv.ParseBool(v); err != nil {
+			return 0, nil, errorf(CodeInvalid, "force %q: must be true or false", v)
+		}
+	}
+	if err := a.m.Remove(r.Context(), id, force); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+func (a *API) setPolicy(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var spec policy.Spec
+	if err := decodeBody(r, &spec); err != nil {
+		return 0, nil, err
+	}
+	s, err := a.m.SetPolicy(r.Context(), id, spec)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, s, nil
+}
+
+func (a *API) cwd(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	wd, err := a.m.Cwd(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wd, nil
+}
+
+func (a *API) chdir(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req CwdRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	wd, err := a.m.Chdir(r.Context(), id, req.Cd)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wd, nil
+}
+
+func (a *API) resolve(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	if _, ok := q["path"]; !ok {
+		return 0, nil, errorf(CodeInvalid, "resolve: query parameter path is required")
+	}
+	res, err := a.m.Resolve(r.Context(), id, q.Get("path"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
+}
+
+func (a *API) events(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	ev, err := a.m.Events(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, EventList{Session: id, Events: ev}, nil
+}
+
+// serveMetrics is not a JSON handler: it writes Prometheus text itself and
+// returns no body.
+func (a *API) serveMetrics(r *http.Request) (int, any, error) {
+	return http.StatusOK, metricsText(a.render()), nil
+}
+
+// render produces the metrics exposition.
+func (a *API) render() string {
+	return a.metrics.render(a.m)
+}
+
+// metricsText is a body written as Prometheus text instead of JSON.
+type metricsText string

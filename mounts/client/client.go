@@ -1,0 +1,198 @@
+// Package client is a Go client of the wsfs daemon's API (`wsfs serve`, see
+// docs/api.md): HTTP/1.1 JSON over the daemon's Unix socket.
+//
+// Every method returns the daemon's refusals as a *mounts.Error carrying the
+// stable code, so callers match them with errors.Is(err, mounts.ErrNotFound)
+// (or mounts.CodeOf(err)); a daemon that cannot be reached gives a plain
+// error naming the socket.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// DefaultSocket returns the socket path clients and the daemon use when none
+// is given: $WSFS_SOCKET when set, else $XDG_RUNTIME_DIR/wsfs/wsfs.sock when
+// XDG_RUNTIME_DIR is set, else /run/wsfs/wsfs.sock.
+func DefaultSocket() string {
+	if s := os.Getenv("WSFS_SOCKET"); s != "" {
+		return s
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "wsfs", "wsfs.sock")
+	}
+	return "/run/wsfs/wsfs.sock"
+}
+
+// Client talks to one daemon. It is safe for concurrent use.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// New returns a client of the daemon listening on the Unix socket path.
+func New(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// Socket returns the socket path.
+func (c *Client) Socket() string { return c.socket }
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// do sends method path with body (JSON-encoded unless nil) and decodes a 2xx
+// answer into out (unless nil). A 4xx/5xx answer becomes a *mounts.Error.
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://wsfs"+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("wsfs daemon at %s: %w", c.socket, unwrapURL(err))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("wsfs daemon at %s: %s %s: reading the answer: %w", c.socket, method, path, err)
+	}
+	if resp.StatusCode >= 400 {
+		var eb mounts.ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
+			return &mounts.Error{Code: eb.Error.Code, Message: eb.Error.Message}
+		}
+		return &mounts.Error{Code: mounts.CodeInternal, Message: fmt.Sprintf("wsfs daemon at %s: %s %s: HTTP %d: %s", c.socket, method, path, resp.StatusCode, bytes.TrimSpace(data))}
+	}
+	if out == nil {
+		return nil
+	}
+	if s, ok := out.(*string); ok {
+		*s = string(data)
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("wsfs daemon at %s: %s %s: bad answer: %w", c.socket, method, path, err)
+	}
+	return nil
+}
+
+// unwrapURL drops net/http's "Get \"http://wsfs/...\":" prefix.
+func unwrapURL(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// sessionPath returns /v1/sessions/{id}/suffix with id escaped.
+func sessionPath(id, suffix string) string {
+	return "/v1/sessions/" + url.PathEscape(id) + suffix
+}
+
+// Health returns GET /v1/healthz.
+func (c *Client) Health(ctx context.Context) (mounts.Health, error) {
+	var h mounts.Health
+	return h, c.do(ctx, http.MethodGet, "/v1/healthz", nil, &h)
+}
+
+// Metrics returns GET /v1/metrics: the Prometheus text exposition.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	var s string
+	return s, c.do(ctx, http.MethodGet, "/v1/metrics", nil, &s)
+}
+
+// Create creates a session (POST /v1/sessions) and returns it.
+func (c *Client) Create(ctx context.Context, spec mounts.Spec) (mounts.Session, error) {
+	var s mounts.Session
+	return s, c.do(ctx, http.MethodPost, "/v1/sessions", spec, &s)
+}
+
+// List returns every session (GET /v1/sessions), sorted by id.
+func (c *Client) List(ctx context.Context) ([]mounts.Session, error) {
+	var l mounts.SessionList
+	return l.Sessions, c.do(ctx, http.MethodGet, "/v1/sessions", nil, &l)
+}
+
+// Get returns session id (GET /v1/sessions/{id}).
+func (c *Client) Get(ctx context.Context, id string) (mounts.Session, error) {
+	var s mounts.Session
+	return s, c.do(ctx, http.MethodGet, sessionPath(id, ""), nil, &s)
+}
+
+// Remove removes session id (DELETE /v1/sessions/{id}); force detaches a
+// busy mount lazily.
+func (c *Client) Remove(ctx context.Context, id string, force bool) error {
+	p := sessionPath(id, "")
+	if force {
+		p += "?force=true"
+	}
+	return c.do(ctx, http.MethodDelete, p, nil, nil)
+}
+
+// SetPolicy replaces session id's policy (PUT /v1/sessions/{id}/policy).
+func (c *Client) SetPolicy(ctx context.Context, id string, spec policy.Spec) (mounts.Session, error) {
+	var s mounts.Session
+	return s, c.do(ctx, http.MethodPut, sessionPath(id, "/policy"), spec, &s)
+}
+
+// Cwd returns session id's working directory, validated (GET
+// /v1/sessions/{id}/cwd).
+func (c *Client) Cwd(ctx context.Context, id string) (mounts.WorkDir, error) {
+	var wd mounts.WorkDir
+	return wd, c.do(ctx, http.MethodGet, sessionPath(id, "/cwd"), nil, &wd)
+}
+
+// Chdir changes session id's working directory (POST /v1/sessions/{id}/cwd).
+func (c *Client) Chdir(ctx context.Context, id, path string) (mounts.WorkDir, error) {
+	var wd mounts.WorkDir
+	return wd, c.do(ctx, http.MethodPost, sessionPath(id, "/cwd"), mounts.CwdRequest{Cd: path}, &wd)
+}
+
+// Resolve resolves path in session id (GET /v1/sessions/{id}/resolve).
+func (c *Client) Resolve(ctx context.Context, id, path string) (mounts.Resolution, error) {
+	var r mounts.Resolution
+	return r, c.do(ctx, http.MethodGet, sessionPath(id, "/resolve?path="+url.QueryEscape(path)), nil, &r)
+}
+
+// Events returns session id's working-directory events (GET
+// /v1/sessions/{id}/events), oldest first.
+func (c *Client) Events(ctx context.Context, id string) ([]mounts.Event, error) {
+	var l mounts.EventList
+	return l.Events, c.do(ctx, http.MethodGet, sessionPath(id, "/events"), nil, &l)
+}

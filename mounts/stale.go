@@ -1,0 +1,174 @@
+package mounts
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/fusefs"
+)
+
+// A daemon killed while one of its threads waits on its own mount (go-fuse
+// opens a file in a new mount before Mount returns, for one) cannot finish
+// dying: the kernel waits for the FUSE answer that only the dead server
+// could give, so the process stays a zombie that holds the state directory's
+// lock and the mount. Aborting the mount's FUSE connection (fusectl(5):
+// /sys/fs/fuse/connections/N/abort) releases both. The functions here do that
+// for mounts this state directory records, and only when no live daemon can
+// be serving them.
+
+// fusectlDir is where the fusectl file system lists FUSE connections.
+const fusectlDir = "/sys/fs/fuse/connections"
+
+// lockWait bounds how long New waits for a dying daemon to release the
+// state directory's lock after its connections were aborted.
+const lockWait = 10 * time.Second
+
+// clearMount unmounts whatever is mounted at mp (a dead ENOTCONN mount
+// included); nothing mounted is not an error. With abort, a FUSE mount's
+// connection is aborted first, so that a server that is gone but stuck
+// (see above) cannot keep it or hang the unmount; use it only when no live
+// server can be serving mp.
+func clearMount(mp string, force, abort bool) error {
+	table, err := mountTable()
+	if err != nil {
+		return err
+	}
+	e, ok := table[mp]
+	if !ok {
+		return nil
+	}
+	if abort && strings.HasPrefix(e.FSType, "fuse") {
+		// Best effort: a lazy unmount still clears the namespace.
+		_ = abortConnection(e.Dev)
+	}
+	return fusefs.Unmount(mp, force)
+}
+
+// abortConnection aborts the FUSE connection of device dev ("MAJOR:MINOR"),
+// through fusectl on /sys/fs/fuse/connections (mounted for the call when it
+// is not mounted).
+func abortConnection(dev string) error {
+	maj, min, ok := strings.Cut(dev, ":")
+	if !ok {
+		return fmt.Errorf("device %q: not MAJOR:MINOR", dev)
+	}
+	major, err1 := strconv.ParseUint(maj, 10, 32)
+	minor, err2 := strconv.ParseUint(min, 10, 32)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("device %q: not MAJOR:MINOR", dev)
+	}
+	if ents, err := os.ReadDir(fusectlDir); err == nil && len(ents) == 0 {
+		// Not mounted: mount it for this write only, leaving the host as
+		// it was.
+		if err := unix.Mount("fusectl", fusectlDir, "fusectl", 0, ""); err == nil {
+			defer unix.Unmount(fusectlDir, unix.MNT_DETACH)
+		} else if !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("mount fusectl on %s: %w", fusectlDir, err)
+		}
+	}
+	// The kernel names a connection by its dev_t: major << 20 | minor.
+	id := major<<20 | minor
+	return os.WriteFile(filepath.Join(fusectlDir, strconv.FormatUint(id, 10), "abort"), []byte("1"), 0)
+}
+
+// lockHolder returns the pid holding an flock on the file at path, from
+// /proc/locks, or 0.
+func lockHolder(path string) int {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0
+	}
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// 1: FLOCK  ADVISORY  WRITE 24069 00:2d:12345 0 EOF
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 6 && fields[1] == "FLOCK" && fields[5] == want {
+			pid, _ := strconv.Atoi(fields[4])
+			return pid
+		}
+	}
+	return 0
+}
+
+// dying reports whether process pid has exited but cannot finish (its main
+// thread is a zombie while other threads are still alive).
+func dying(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// abortRecordedMounts aborts the FUSE connections of the wsfs mounts at the
+// mountpoints recorded (or intended) in sessDir.
+func abortRecordedMounts(sessDir string) {
+	table, err := mountTable()
+	if err != nil {
+		return
+	}
+	ents, _ := os.ReadDir(sessDir)
+	for _, e := range ents {
+		var mp string
+		path := filepath.Join(sessDir, e.Name())
+		switch {
+		case strings.HasSuffix(e.Name(), ".json"):
+			var r record
+			if data, err := os.ReadFile(path); err == nil && json.Unmarshal(data, &r) == nil {
+				mp = r.Mountpoint
+			}
+		case strings.HasSuffix(e.Name(), ".pending"):
+			var p pending
+			if data, err := os.ReadFile(path); err == nil && json.Unmarshal(data, &p) == nil {
+				mp = p.Mountpoint
+			}
+		}
+		if m, ok := table[mp]; ok && mp != "" && m.FSType == "fuse.wsfs" {
+			abortConnection(m.Dev)
+		}
+	}
+}
+
+// takeLock takes the state directory's lock on f. When a dying daemon (see
+// above) holds it, the connections of the mounts it recorded are aborted so
+// that it can finish, and the lock is awaited up to lockWait.
+func takeLock(f *os.File, lockPath, sessDir string) error {
+	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
+		return err
+	}
+	pid := lockHolder(lockPath)
+	if pid == 0 || !dying(pid) {
+		return fmt.Errorf("held by pid %d", pid)
+	}
+	abortRecordedMounts(sessDir)
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("held by pid %d, which was killed but has not exited after %s", pid, lockWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,314 @@
+package mounts
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// recordVersion is the version of the on-disk record format.
+const recordVersion = 1
+
+// record is a session's durable record, <state>/sessions/<id>.json. It holds
+// everything needed to mount the session again; the working directory lives
+// in the event log next to it.
+type record struct {
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	// Origin is the root as the client spelled it.
+	Origin string `json:"origin"`
+	// Root is the physical (canonical) root the mount serves.
+	Root string `json:"root"`
+	// Mountpoint is canonical.
+	Mountpoint string `json:"mountpoint"`
+	// MadeMountpoint is true when Create made the mountpoint directory (so
+	// Remove deletes it, and Recover makes it again when missing).
+	MadeMountpoint bool `json:"made_mountpoint"`
+	// Policy is the policy spec in force, Primary set to Root.
+	Policy   policy.Spec        `json:"policy"`
+	Symlinks fusefs.SymlinkMode `json:"symlinks"`
+	Parent   string             `json:"parent,omitempty"`
+	// StartCwd is the working directory at creation, relative to the mount
+	// root ("." for the root itself).
+	StartCwd string `json:"start_cwd"`
+	// TmpDir is the session's private temp directory (mode 0700).
+	TmpDir  string    `json:"tmpdir"`
+	Created time.Time `json:"created"`
+}
+
+// pending is the intent file <state>/sessions/<id>.pending that Create writes
+// before it touches the mountpoint and deletes once the record is durable.
+// Recover uses it to undo a create that a crash interrupted: it unmounts the
+// mountpoint and removes it when Existed is false.
+type pending struct {
+	Mountpoint string `json:"mountpoint"`
+	Existed    bool   `json:"existed"`
+	TmpDir     string `json:"tmpdir"`
+}
+
+// Event is one line of a session's working-directory log: a change made by
+// Chdir ("cd") or a recovery to the origin after the directory vanished
+// ("recover"). From and To are paths inside the mount.
+type Event struct {
+	// Seq numbers a session's events from 1, in order.
+	Seq int `json:"seq"`
+	// Time is when the event was logged (UTC).
+	Time time.Time `json:"time"`
+	// Type is "cd" or "recover".
+	Type string `json:"type"`
+	// From is the previous directory, as a path inside the mount.
+	From string `json:"from"`
+	// To is the new directory, as a path inside the mount.
+	To string `json:"to"`
+	// Reason says why a "recover" event happened; empty for "cd".
+	Reason string `json:"reason,omitempty"`
+}
+
+// The event types.
+const (
+	EventCd      = "cd"
+	EventRecover = "recover"
+)
+
+// writeFileAtomic writes data to dir/name durably: a temp file in dir,
+// fsync, rename over name, fsync dir. On error nothing but the old name (if
+// any) is left.
+func writeFileAtomic(dir, name string, data []byte, perm os.FileMode) (err error) {
+	f, err := os.CreateTemp(dir, name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err == nil {
+		if err = f.Chmod(perm); err == nil {
+			err = f.Sync()
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs a directory so that entries created, renamed or removed in
+// it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeDurable removes path (a missing path is not an error) and fsyncs its
+// directory.
+func removeDurable(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// readRecord reads and checks a record file.
+func readRecord(path string) (record, error) {
+	var r record
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("record %s: %w", path, err)
+	}
+	if r.Version != recordVersion {
+		return r, fmt.Errorf("record %s: version %d, this wsfs reads version %d", path, r.Version, recordVersion)
+	}
+	if want := strings.TrimSuffix(filepath.Base(path), ".json"); r.ID != want {
+		return r, fmt.Errorf("record %s: id %q does not match the file name", path, r.ID)
+	}
+	return r, nil
+}
+
+// eventLog is a session's append-only working-directory log. Every append is
+// fsynced before it returns, so an event whose call returned survives kill -9
+// and power loss.
+type eventLog struct {
+	f    *os.File
+	size int64
+	seq  int // the last event's Seq
+}
+
+// openEventLog opens (creating when create) the log at path, reads its
+// events, and truncates a torn last line (a crash in the middle of an
+// append; its call never returned). It returns the log and its events.
+func openEventLog(path string, create bool) (*eventLog, []Event, error) {
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, good, err := readEvents(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("event log %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() != good {
+		if err = f.Truncate(good); err == nil {
+			err = f.Sync()
+		}
+	}
+	if err == nil {
+		_, err = f.Seek(good, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	l := &eventLog{f: f, size: good}
+	if n := len(events); n > 0 {
+		l.seq = events[n-1].Seq
+	}
+	return l, events, nil
+}
+
+// readEvents reads every complete line of r from its start. It returns the
+// events and the byte length of the complete lines; an unterminated last
+// line is a torn append and is not counted. A complete line that does not
+// parse is an error.
+func readEvents(r io.ReadSeeker) ([]Event, int64, error) {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	br := bufio.NewReader(r)
+	var events []Event
+	var good int64
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			return events, good, nil // b, if any, is a torn line
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var e Event
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, 0, fmt.Errorf("line %d: %w", line, err)
+		}
+		events = append(events, e)
+		good += int64(len(b))
+	}
+}
+
+// append writes e (its Seq set here) as one line and fsyncs. On error the
+// log is truncated back, so a failed append leaves no trace.
+func (l *eventLog) append(e Event) (Event, error) {
+	e.Seq = l.seq + 1
+	b, err := json.Marshal(e)
+	if err != nil {
+		return e, err
+	}
+	b = append(b, '\n')
+	if _, err = l.f.WriteAt(b, l.size); err == nil {
+		err = l.f.Sync()
+	}
+	if err != nil {
+		_ = l.f.Truncate(l.size)
+		return e, err
+	}
+	l.size += int64(len(b))
+	l.seq = e.Seq
+	return e, nil
+}
+
+// close closes the log file.
+func (l *eventLog) close() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	return l.f.Close()
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	// Dev is the mount's device, "MAJOR:MINOR".
+	Dev string
+	// FSType is the file system type ("fuse.wsfs" for a wsfs mount).
+	FSType string
+}
+
+// mountTable returns the mounts of this mount namespace by mount point, from
+// /proc/self/mountinfo (octal escapes decoded). Of several mounts stacked on
+// one point, the last (the visible one) wins.
+func mountTable() (map[string]mountEntry, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[string]mountEntry)
+	for _, line := range strings.Split(string(data), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		e := mountEntry{Dev: fields[2]}
+		for i, f := range fields {
+			if f == "-" && i+1 < len(fields) {
+				e.FSType = fields[i+1]
+				break
+			}
+		}
+		set[unescapeMountinfo(fields[4])] = e
+	}
+	return set, nil
+}
+
+// unescapeMountinfo decodes the \ooo octal escapes of a mountinfo field.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

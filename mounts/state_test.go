@@ -1,0 +1,106 @@
+package mounts
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A torn last line (a crash in the middle of an append) is dropped and
+// truncated on open; the next append continues the sequence.
+func TestEventLogTornTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.events")
+	l, events, err := openEventLog(path, true)
+	if err != nil || len(events) != 0 {
+		t.Fatalf("open new: %v %v", events, err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, to := range []string{"/m/a", "/m/b"} {
+		if _, err := l.append(Event{Time: at, Type: EventCd, From: "/m", To: to}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"seq":3,"time":"2026-01-02T03:04:05Z","type":"cd","fr`)
+	f.Close()
+
+	l, events, err = openEventLog(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Event{
+		{Seq: 1, Time: at, Type: EventCd, From: "/m", To: "/m/a"},
+		{Seq: 2, Time: at, Type: EventCd, From: "/m", To: "/m/b"},
+	}
+	if !reflect.DeepEqual(events, want) {
+		t.Fatalf("events after a torn append:\n got %+v\nwant %+v", events, want)
+	}
+	ev, err := l.append(Event{Time: at, Type: EventRecover, From: "/m/b", To: "/m", Reason: "gone"})
+	if err != nil || ev.Seq != 3 {
+		t.Fatalf("append after reopen: %+v %v", ev, err)
+	}
+	l.close()
+	data, _ := os.ReadFile(path)
+	wantText := `{"seq":1,"time":"2026-01-02T03:04:05Z","type":"cd","from":"/m","to":"/m/a"}
+{"seq":2,"time":"2026-01-02T03:04:05Z","type":"cd","from":"/m","to":"/m/b"}
+{"seq":3,"time":"2026-01-02T03:04:05Z","type":"recover","from":"/m/b","to":"/m","reason":"gone"}
+`
+	if string(data) != wantText {
+		t.Fatalf("log:\n%s\nwant:\n%s", data, wantText)
+	}
+}
+
+// A complete line that does not parse is corruption, not a torn append.
+func TestEventLogCorruptLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.events")
+	os.WriteFile(path, []byte("{\"seq\":1}\nnot json\n"), 0o600)
+	_, _, err := openEventLog(path, false)
+	if err == nil || err.Error() != "event log "+path+": line 2: invalid character 'o' in literal null (expecting 'u')" {
+		t.Fatalf("corrupt log: %v", err)
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, id := range []string{"a", "A-b_c.9", "..x", strings.Repeat("x", 64)} {
+		if err := ValidID(id); err != nil {
+			t.Errorf("ValidID(%q): %v", id, err)
+		}
+	}
+	for _, id := range []string{"", ".", "..", "a/b", "a b", "é", "x\n", strings.Repeat("x", 65)} {
+		if err := ValidID(id); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ValidID(%q): %v, want ErrInvalid", id, err)
+		}
+	}
+}
+
+func TestCodeStatus(t *testing.T) {
+	for code, status := range map[Code]int{
+		CodeInvalid: 400, CodeForbidden: 403, CodeNotFound: 404, CodeMethod: 405,
+		CodeExists: 409, CodeBusy: 409, CodeOriginGone: 409, CodeFailed: 409,
+		CodeTooLarge: 413, CodeInternal: 500, "unknown": 500,
+	} {
+		if got := code.Status(); got != status {
+			t.Errorf("%s: status %d, want %d", code, got, status)
+		}
+	}
+	err := errorf(CodeBusy, "session %q: %w", "x", os.ErrExist)
+	if !errors.Is(err, ErrBusy) || errors.Is(err, ErrExists) || !errors.Is(err, os.ErrExist) || CodeOf(err) != CodeBusy || CodeOf(os.ErrExist) != CodeInternal {
+		t.Fatalf("error matching: %v", err)
+	}
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/x\134y`: `/x\y`, `/plain`: "/plain", `/end\04`: `/end\04`} {
+		if got := unescapeMountinfo(in); got != want {
+			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
