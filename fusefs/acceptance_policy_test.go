@@ -9,10 +9,8 @@ package fusefs_test
 //	dangling escaping link (lookup, O_CREAT through it)            EACCES
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -470,66 +468,15 @@ func TestPolicyReadOnlyMode(t *testing.T) {
 // swapped with SetPolicy.
 func TestPolicyLiveSwap(t *testing.T) {
 	backing, mnt, srv := mountT(t)
-	cmd := exec.Command("bash", "--noprofile", "--norc")
-	cmd.Dir = "/" // never chdir into the mount between fork and exec (see shEnv)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdoutR, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		stdin.Close()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
-	rd := bufio.NewReader(stdoutR)
-	lineCh := make(chan string)
-	go func() {
-		defer close(done)
-		for {
-			l, err := rd.ReadString('\n')
-			if err != nil {
-				close(lineCh)
-				cmd.Wait()
-				return
-			}
-			lineCh <- strings.TrimRight(l, "\n")
-		}
-	}()
+	sh := startShell(t)
 	// run sends one command to the running bash and returns its output
-	// (stderr included) and exit code.
+	// (stderr included) and its "__rc=N pid=P" line.
 	run := func(c string) (string, string) {
-		fmt.Fprintf(stdin, "{ %s ; } 2>&1; echo \"__rc=$? pid=$$\"\n", c)
-		var out []string
-		for {
-			select {
-			case l, ok := <-lineCh:
-				if !ok {
-					t.Fatalf("bash exited while running %q", c)
-				}
-				if strings.HasPrefix(l, "__rc=") {
-					return strings.Join(out, "\n"), l
-				}
-				out = append(out, l)
-			case <-time.After(30 * time.Second):
-				t.Fatalf("bash did not answer %q", c)
-			}
-		}
+		out := strings.TrimRight(sh.run(fmt.Sprintf("{ %s ; } 2>&1; echo \"__rc=$? pid=$$\"", c)), "\n")
+		lines := strings.Split(out, "\n")
+		return strings.Join(lines[:len(lines)-1], "\n"), lines[len(lines)-1]
 	}
-	pid := fmt.Sprintf("pid=%d", cmd.Process.Pid)
+	pid := strings.TrimSpace(sh.run("echo pid=$$"))
 	if _, rc := run("cd " + shq(mnt)); rc != "__rc=0 "+pid {
 		t.Fatalf("bash: cd %s: %s", mnt, rc)
 	}

@@ -1,16 +1,10 @@
 package fusefs_test
 
 import (
-	"bufio"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/wsfs/wsfs/policy"
 )
@@ -95,78 +89,4 @@ func TestAttackNoneRootOracle(t *testing.T) {
 		os.Symlink(filepath.Join(secret, "s.txt"), filepath.Join(mnt, "x")), syscall.EACCES)
 	wantErrno(t, "symlink to a missing file in a none root",
 		os.Symlink(filepath.Join(secret, "nope.txt"), filepath.Join(mnt, "y")), syscall.EACCES)
-}
-
-// shellProc is a bash child that runs commands one at a time, so a test can
-// change things on the host between two steps of one running process.
-type shellProc struct {
-	t     *testing.T
-	stdin io.WriteCloser
-	lines chan string
-}
-
-// startShell starts bash in / (never chdir into a mount between fork and
-// exec in the process that serves it) and stops it in Cleanup.
-func startShell(t *testing.T) *shellProc {
-	cmd := exec.Command("bash", "--noprofile", "--norc")
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &shellProc{t: t, stdin: stdin, lines: make(chan string)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rd := bufio.NewReader(stdout)
-		for {
-			l, err := rd.ReadString('\n')
-			if err != nil {
-				close(s.lines)
-				cmd.Wait()
-				return
-			}
-			s.lines <- l
-		}
-	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
-	return s
-}
-
-// run sends one command line and returns what it printed on stdout.
-func (s *shellProc) run(c string) string {
-	s.t.Helper()
-	const end = "__wsfs_end__"
-	fmt.Fprintf(s.stdin, "%s\necho %s\n", c, end)
-	var out strings.Builder
-	for {
-		select {
-		case l, ok := <-s.lines:
-			if !ok {
-				s.t.Fatalf("bash exited while running %q", c)
-			}
-			if l == end+"\n" {
-				return out.String()
-			}
-			out.WriteString(l)
-		case <-time.After(30 * time.Second):
-			s.t.Fatalf("bash did not answer %q", c)
-		}
-	}
 }

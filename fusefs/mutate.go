@@ -29,18 +29,28 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	pfd, err := reopen(fd, unix.O_PATH)
+	pfd, st, err := pathOf(fd)
 	if err != nil {
 		unix.Close(fd)
 		return nil, nil, 0, toErrno(err)
 	}
-	var st syscall.Stat_t
-	if err := fstat(pfd, &st); err != nil {
-		unix.Close(fd)
-		unix.Close(pfd)
-		return nil, nil, 0, toErrno(err)
-	}
 	return n.addChild(ctx, pfd, &st, "", p, out), newFileHandle(fd), 0, 0
+}
+
+// pathOf returns an O_PATH descriptor for the object an open descriptor
+// names, and its attributes: the node of a file just created, bound to the
+// very object the create made (no second walk of the name).
+func pathOf(fd int) (int, syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	pfd, err := reopen(fd, unix.O_PATH)
+	if err != nil {
+		return -1, st, err
+	}
+	if err := fstat(pfd, &st); err != nil {
+		unix.Close(pfd)
+		return -1, st, err
+	}
+	return pfd, st, nil
 }
 
 // lookupNew returns the node for a name this directory just made.
@@ -213,15 +223,9 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	pfd, err := reopen(fd, unix.O_PATH)
+	pfd, st, err := pathOf(fd)
 	if err != nil {
 		unix.Close(fd)
-		return nil, nil, 0, toErrno(err)
-	}
-	var st syscall.Stat_t
-	if err := fstat(pfd, &st); err != nil {
-		unix.Close(fd)
-		unix.Close(pfd)
 		return nil, nil, 0, toErrno(err)
 	}
 	out.Attr.FromStat(&st)

@@ -580,7 +580,7 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	if taken {
 		return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
 	}
-	if table, terr := mountTable(); terr == nil && table[key] != (mountEntry{}) {
+	if table, terr := MountTable(); terr == nil && table[key] != (MountEntry{}) {
 		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point", id, mp)
 	}
 	existed := false

@@ -259,30 +259,31 @@ func (l *eventLog) close() error {
 	return l.f.Close()
 }
 
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
+// MountEntry is one mount of /proc/self/mountinfo (proc(5)), as MountTable
+// reports it.
+type MountEntry struct {
 	// Dev is the mount's device, "MAJOR:MINOR".
 	Dev string
 	// FSType is the file system type ("fuse.wsfs" for a wsfs mount).
 	FSType string
 }
 
-// mountTable returns the mounts of this mount namespace by mount point, from
+// MountTable returns the mounts of this mount namespace by mount point, from
 // /proc/self/mountinfo (octal escapes decoded). Of several mounts stacked on
 // one point, the last (the visible one) wins.
-func mountTable() (map[string]mountEntry, error) {
+func MountTable() (map[string]MountEntry, error) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	set := make(map[string]mountEntry)
+	set := make(map[string]MountEntry)
 	for _, line := range strings.Split(string(data), "\n") {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
 		fields := strings.Fields(line)
 		if len(fields) < 5 {
 			continue
 		}
-		e := mountEntry{Dev: fields[2]}
+		e := MountEntry{Dev: fields[2]}
 		for i, f := range fields {
 			if f == "-" && i+1 < len(fields) {
 				e.FSType = fields[i+1]

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/mounts"
 )
 
 func init() { registerCommand(newDoctorCmd) }
@@ -209,26 +212,21 @@ func errnoOrErr(err error) string {
 // checkStaleMounts finds wsfs mounts (type fuse.wsfs) whose server is gone:
 // stat gives ENOTCONN. One check per stale mount, or one ok line.
 func checkStaleMounts() []check {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	table, err := mounts.MountTable()
 	if err != nil {
 		return []check{{Name: "stale mounts", Status: checkWarn, Detail: "/proc/self/mountinfo: " + oneLine(err.Error()), Fix: "mount /proc"}}
 	}
 	var out []check
 	live := 0
-	for _, line := range strings.Split(string(data), "\n") {
-		// mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-		fields := strings.Fields(line)
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 || fields[sep+1] != "fuse.wsfs" {
+	mps := make([]string, 0, len(table))
+	for mp := range table {
+		mps = append(mps, mp)
+	}
+	sort.Strings(mps) // one line each, in a stable order
+	for _, mp := range mps {
+		if table[mp].FSType != "fuse.wsfs" {
 			continue
 		}
-		mp := unescapeOctal(fields[4])
 		var st unix.Stat_t
 		if err := unix.Stat(mp, &st); errors.Is(err, unix.ENOTCONN) {
 			out = append(out, check{Name: "stale mount", Status: checkFail, Detail: mp + ": its server is gone (ENOTCONN)", Fix: "wsfs unmount " + mp + " (a restarted wsfs serve clears its own)"})
@@ -240,20 +238,4 @@ func checkStaleMounts() []check {
 		out = append(out, check{Name: "stale mounts", Status: checkOK, Detail: fmt.Sprintf("none (%d live wsfs mounts)", live)})
 	}
 	return out
-}
-
-// unescapeOctal decodes mountinfo's \ooo escapes.
-func unescapeOctal(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
