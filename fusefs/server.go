@@ -208,7 +208,7 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 		names, _ := f.Readdirnames(1)
 		f.Close()
 		if len(names) > 0 {
-			return "", "", fmt.Errorf("mountpoint %q: not empty (mount over it only when asked: nonempty)", mountpoint)
+			return "", "", fmt.Errorf("mountpoint %q: not empty (mount over it only with --nonempty, Config.NonEmpty)", mountpoint)
 		}
 	}
 	return rootCanon, mpCanon, nil

@@ -1,6 +1,7 @@
 package mounts
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -266,17 +267,32 @@ func Listen(path string) (*net.UnixListener, error) {
 	return l, nil
 }
 
-// decodeBody decodes r's JSON body into v: at most MaxBodyBytes, no unknown
-// fields, nothing after the value.
+// decodeBody decodes r's JSON body into v: at most MaxBodyBytes, a JSON
+// object (null, an array or a scalar is refused), no unknown fields, nothing
+// after the value. A body over the limit is CodeTooLarge wherever the limit
+// is hit, in the value or after it.
 func decodeBody(r *http.Request, v any) error {
 	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
 	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
 	if err == nil {
-		if dec.Decode(&struct{}{}) != io.EOF {
+		if terr := dec.Decode(&struct{}{}); terr != io.EOF {
 			err = errors.New("trailing data after the JSON value")
+			var tooBig *http.MaxBytesError
+			if errors.As(terr, &tooBig) {
+				err = terr
+			}
 		}
+	}
+	if err == nil {
+		raw = bytes.TrimSpace(raw)
+		if len(raw) > 0 && raw[0] != '{' {
+			return errorf(CodeInvalid, "request body: %s: a JSON object is required", jsonKind(raw[0]))
+		}
+		inner := json.NewDecoder(bytes.NewReader(raw))
+		inner.DisallowUnknownFields()
+		err = inner.Decode(v)
 	}
 	var tooBig *http.MaxBytesError
 	switch {
@@ -288,6 +304,21 @@ func decodeBody(r *http.Request, v any) error {
 		return errorf(CodeInvalid, "request body: empty, a JSON object is required")
 	}
 	return errorf(CodeInvalid, "request body: %v", err)
+}
+
+// jsonKind names the kind of JSON value whose first byte is c.
+func jsonKind(c byte) string {
+	switch c {
+	case 'n':
+		return "null"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 // sessionID returns the {id} of r, checked.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -92,6 +93,36 @@ func runHelper(action, path string) int {
 		}
 		return 0
 	}
+	if action == "connect" || action == "signal" || action == "fd3" {
+		// Report, as an errno name or "ok", whether a confined process can
+		// reach the daemon's socket, signal another process, or write to
+		// a descriptor its launcher opened.
+		var err error
+		switch action {
+		case "connect":
+			var c net.Conn
+			if c, err = net.Dial("unix", path); err == nil {
+				c.Close()
+			}
+		case "signal":
+			var pid int
+			if pid, err = strconv.Atoi(path); err == nil {
+				err = syscall.Kill(pid, 0)
+			}
+		case "fd3":
+			_, err = syscall.Write(3, []byte("leak\n"))
+		}
+		var errno syscall.Errno
+		switch {
+		case err == nil:
+			fmt.Println("ok")
+		case errors.As(err, &errno):
+			fmt.Println(errnoName(errno))
+		default:
+			fmt.Println(err)
+		}
+		return 0
+	}
 	if action == "hold" {
 		// Hold the working directory until stdin closes.
 		fmt.Println("ready")
@@ -113,6 +144,8 @@ func errnoName(e syscall.Errno) string {
 		return "EPERM"
 	case syscall.ENOENT:
 		return "ENOENT"
+	case syscall.EBADF:
+		return "EBADF"
 	}
 	return e.Error()
 }
@@ -147,11 +180,18 @@ func newDaemonDir(t *testing.T) string {
 // clears any mount left under dir.
 func startDaemon(t *testing.T, dir string) *daemon {
 	t.Helper()
+	return startDaemonAt(t, dir, filepath.Join(dir, "state"), filepath.Join(dir, "mnt"))
+}
+
+// startDaemonAt is startDaemon with the state directory and mount base
+// given (both under dir).
+func startDaemonAt(t *testing.T, dir, stateDir, mountBase string) *daemon {
+	t.Helper()
 	d := &daemon{
 		t: t, dir: dir,
 		socket:    filepath.Join(dir, "wsfs.sock"),
-		stateDir:  filepath.Join(dir, "state"),
-		mountBase: filepath.Join(dir, "mnt"),
+		stateDir:  stateDir,
+		mountBase: mountBase,
 		done:      make(chan struct{}),
 	}
 	d.cmd = exec.Command(wsfsBin, "serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase)

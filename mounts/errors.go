@@ -26,6 +26,11 @@ const (
 	// CodeOriginGone is a session whose physical root no longer exists, so
 	// its working directory cannot be recovered. HTTP 409.
 	CodeOriginGone Code = "origin_gone"
+	// CodeRootChanged is a session whose physical root path now names
+	// another object than the directory its mount serves (the host moved the
+	// directory and put another, or a symlink, in its place), so paths cannot
+	// be walked as the mount sees them. HTTP 409.
+	CodeRootChanged Code = "root_changed"
 	// CodeFailed is a session whose mount could not be restored at startup;
 	// only show and remove work on it. HTTP 409.
 	CodeFailed Code = "failed"
@@ -53,7 +58,7 @@ func (c Code) Status() int {
 		return http.StatusNotFound
 	case CodeMethod:
 		return http.StatusMethodNotAllowed
-	case CodeExists, CodeBusy, CodeOriginGone, CodeFailed:
+	case CodeExists, CodeBusy, CodeOriginGone, CodeRootChanged, CodeFailed:
 		return http.StatusConflict
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -86,12 +91,13 @@ func (e *Error) Is(target error) bool {
 // Sentinels for errors.Is: errors.Is(err, mounts.ErrNotFound) is true for
 // every *Error whose Code is CodeNotFound.
 var (
-	ErrInvalid    = &Error{Code: CodeInvalid}
-	ErrNotFound   = &Error{Code: CodeNotFound}
-	ErrExists     = &Error{Code: CodeExists}
-	ErrBusy       = &Error{Code: CodeBusy}
-	ErrOriginGone = &Error{Code: CodeOriginGone}
-	ErrFailed     = &Error{Code: CodeFailed}
+	ErrInvalid     = &Error{Code: CodeInvalid}
+	ErrNotFound    = &Error{Code: CodeNotFound}
+	ErrExists      = &Error{Code: CodeExists}
+	ErrBusy        = &Error{Code: CodeBusy}
+	ErrOriginGone  = &Error{Code: CodeOriginGone}
+	ErrRootChanged = &Error{Code: CodeRootChanged}
+	ErrFailed      = &Error{Code: CodeFailed}
 )
 
 // errorf returns an *Error with code and a formatted message; a %w operand

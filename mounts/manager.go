@@ -57,11 +57,14 @@ type Spec struct {
 	// Root is the project directory as the host spells it (the origin):
 	// absolute, an existing directory. The mount serves its physical path
 	// (identity.Canonical), so ".../link/.." means link's target's parent.
+	// The physical root may not be, be inside or contain the state
+	// directory, the mount base or another session's mountpoint; it may
+	// overlap another session's root.
 	Root string `json:"root"`
 	// Mountpoint is where to mount, absolute; empty means <MountBase>/<ID>.
 	// It is made when missing (and removed again by Remove); an existing one
 	// must be an empty directory. It may not be inside the root nor contain
-	// it.
+	// it, nor be inside another session's physical root.
 	Mountpoint string `json:"mountpoint,omitempty"`
 	// Policy is the session's policy. Primary may be left empty (it is set to
 	// the physical root); when given it must name the same directory.
@@ -103,7 +106,8 @@ type Session struct {
 	TmpDir  string    `json:"tmpdir"`
 	Created time.Time `json:"created"`
 	// State is "mounted", or "failed" when Recover could not mount the
-	// session again (Error says why; Remove still works).
+	// session again or could not read its record (Error says why; Remove
+	// still works).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
 }
@@ -195,6 +199,7 @@ type Manager struct {
 	mu          sync.Mutex
 	sessions    map[string]*session // published and being created
 	mountpoints map[string]string   // canonical mountpoint → id, incl. creates in progress
+	roots       map[string]string   // id → physical root, incl. creates in progress
 	closed      bool
 }
 
@@ -210,6 +215,13 @@ type session struct {
 	failed   string // why Recover could not mount it; "" when mounted
 	creating bool   // Create is still working on it: invisible to others
 	gone     bool   // removed
+	// unreadable is true when Recover could not read the record: rec has
+	// only ID and TmpDir, and the session is failed.
+	unreadable bool
+	// rootID is the (dev, ino) of the physical root the mount serves, taken
+	// just before mounting: the walks of Chdir and Resolve go by path, and
+	// check first that the path still names this directory.
+	rootID identity.FileID
 }
 
 // New opens the state directory (taking its lock) and the mount base,
@@ -245,6 +257,7 @@ func New(cfg Config) (*Manager, error) {
 		log:         cfg.Logger,
 		sessions:    make(map[string]*session),
 		mountpoints: make(map[string]string),
+		roots:       make(map[string]string),
 	}
 	if m.log == nil {
 		m.log = slog.Default()
@@ -307,7 +320,7 @@ func (s *session) snapshot() Session {
 	out.CwdPhysical = physicalOf(s.rec.Root, s.cwd)
 	if s.pol != nil {
 		out.Mode = s.pol.Mode()
-	} else if out.Mode = s.rec.Policy.Mode; out.Mode == "" {
+	} else if out.Mode = s.rec.Policy.Mode; out.Mode == "" && !s.unreadable {
 		out.Mode = policy.ModeWorkspaceWrite
 	}
 	if s.failed != "" {
@@ -320,6 +333,9 @@ func (s *session) snapshot() Session {
 // of root: the host walk of root/rel (an escaping link served in place leads
 // to its target). When the walk fails, the lexical join is returned.
 func physicalOf(root, rel string) string {
+	if root == "" {
+		return "" // an unreadable record
+	}
 	p := filepath.Join(root, rel)
 	if c, err := identity.Canonical(p); err == nil {
 		return c
@@ -443,10 +459,13 @@ func (u undoStack) run() {
 // step when a later one fails, so that an error leaves no mountpoint, record,
 // event log or mount behind.
 //
-// Errors: ErrInvalid (bad id, relative, missing or non-directory root, bad
-// symlink mode, policy that does not compile, mountpoint inside the root or
-// containing it or not an empty directory, bad parent or cwd), ErrExists (id
-// or mountpoint in use), CodeInternal (the mount or a state write failed).
+// Errors: ErrInvalid (bad id, relative, missing or non-directory root, a
+// root nested with the state directory, the mount base or another session's
+// mountpoint, bad symlink mode, policy that does not compile, mountpoint
+// inside the root or containing it or inside another session's root or not
+// an empty directory, bad parent or cwd), ErrExists (id or mountpoint in
+// use), ErrRootChanged (the root was replaced while it was being mounted),
+// CodeInternal (the mount or a state write failed).
 func (m *Manager) Create(ctx context.Context, spec Spec) (Session, error) {
 	if err := ValidID(spec.ID); err != nil {
 		return Session{}, err
@@ -470,6 +489,7 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Session, error) {
 	defer m.mu.Unlock()
 	if err != nil {
 		delete(m.sessions, spec.ID)
+		delete(m.roots, spec.ID)
 		if mpKey != "" && m.mountpoints[mpKey] == spec.ID {
 			delete(m.mountpoints, mpKey)
 		}
@@ -500,6 +520,10 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	case !filepath.IsAbs(origin):
 		return errorf(CodeInvalid, "session %q: root %q: must be an absolute path", id, origin)
 	}
+	// Refused before it is touched: the daemon does not walk its own mounts.
+	if err := m.checkPlace(id, origin, filepath.Clean(origin), "", ""); err != nil {
+		return err
+	}
 	fi, err := os.Stat(origin)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -512,6 +536,9 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	root, err := identity.Canonical(origin)
 	if err != nil {
 		return errorf(CodeInvalid, "session %q: root %q: %v", id, origin, errnoText(err))
+	}
+	if err := m.checkPlace(id, origin, root, "", ""); err != nil {
+		return err
 	}
 
 	symlinks, err := fusefs.ParseSymlinkMode(string(spec.Symlinks))
@@ -570,15 +597,22 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	if err := m.checkNotInMount(id, key); err != nil {
 		return err
 	}
+	// Checked again and reserved at once, so that two creates in parallel
+	// cannot nest either.
 	m.mu.Lock()
 	owner, taken := m.mountpoints[key]
-	if !taken {
+	perr := m.checkPlaceLocked(id, origin, root, mp, key)
+	if !taken && perr == nil {
 		m.mountpoints[key] = id
+		m.roots[id] = root
 		*mpKey = key
 	}
 	m.mu.Unlock()
 	if taken {
 		return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
+	}
+	if perr != nil {
+		return perr
 	}
 	if table, terr := MountTable(); terr == nil && table[key] != (MountEntry{}) {
 		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point", id, mp)
@@ -631,6 +665,10 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	}
 	undo = append(undo, func() { events.close(); os.Remove(eventsPath) })
 
+	rootID, err := rootFileID(root)
+	if err != nil {
+		return errorf(CodeInvalid, "session %q: root %q (physical %s): %v", id, origin, root, err)
+	}
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: root, Mountpoint: key, Policy: pol, Symlinks: symlinks,
 		Logger: m.log, Session: id,
@@ -643,6 +681,11 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 			m.log.Error("undo create: unmount", "session", id, "mountpoint", key, "err", uerr)
 		}
 	})
+	// The mount opened root after rootID was taken: the same directory only
+	// when root still names it now.
+	if after, aerr := rootFileID(root); aerr != nil || after != rootID {
+		return errorf(CodeRootChanged, "session %q: root %s was replaced while it was being mounted", id, root)
+	}
 
 	if spec.Cwd != "" || startRel != "." {
 		p := spec.Cwd
@@ -669,7 +712,7 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 		m.log.Warn("create: remove intent", "session", id, "path", intentPath, "err", rerr)
 	}
 	s.mu.Lock()
-	s.rec, s.srv, s.pol, s.events, s.cwd = rec, srv, pol, events, startRel
+	s.rec, s.srv, s.pol, s.events, s.cwd, s.rootID = rec, srv, pol, events, startRel, rootID
 	s.mu.Unlock()
 	return nil
 }
@@ -689,6 +732,119 @@ func compilePolicy(id, root string, spec policy.Spec) (policy.Spec, *policy.Poli
 		return spec, nil, errorf(CodeInvalid, "session %q: %v", id, err)
 	}
 	return spec, pol, nil
+}
+
+// relation names how path a lies relative to path b (both clean, absolute):
+// "is", "is inside", "contains", or "" when they are apart.
+func relation(a, b string) string {
+	switch {
+	case a == b:
+		return "is"
+	case within(a, b):
+		return "is inside"
+	case within(b, a):
+		return "contains"
+	}
+	return ""
+}
+
+// checkPlace is checkPlaceLocked with m.mu taken.
+func (m *Manager) checkPlace(id, origin, root, mp, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checkPlaceLocked(id, origin, root, mp, key)
+}
+
+// checkPlaceLocked refuses to nest a new session id with physical root root
+// (origin as given) and canonical mountpoint key (mp as given; both empty to
+// check the root only) in the daemon's own files or mounts: a root equal
+// to, inside or containing the state directory, the mount base or another
+// session's mountpoint (the mount would serve the daemon's state or its own
+// mounts), and a mountpoint inside another session's physical root (the
+// mount would shadow part of that session's project, giving one path two
+// identities). Two sessions on overlapping roots are fine. m.mu is held.
+func (m *Manager) checkPlaceLocked(id, origin, root, mp, key string) error {
+	desc := fmt.Sprintf("root %q", origin)
+	if root != filepath.Clean(origin) {
+		desc += fmt.Sprintf(" (physical %s)", root)
+	}
+	if rel := relation(root, m.stateDir); rel != "" {
+		return errorf(CodeInvalid, "session %q: %s %s the state directory %s; a session may not serve the daemon's state", id, desc, rel, m.stateDir)
+	}
+	if rel := relation(root, m.mountBase); rel != "" {
+		return errorf(CodeInvalid, "session %q: %s %s the mount base %s; a session may not serve the daemon's mounts", id, desc, rel, m.mountBase)
+	}
+	others := make([]string, 0, len(m.mountpoints))
+	for other := range m.mountpoints {
+		others = append(others, other)
+	}
+	sort.Strings(others)
+	for _, other := range others {
+		if owner := m.mountpoints[other]; owner != id {
+			if rel := relation(root, other); rel != "" {
+				return errorf(CodeInvalid, "session %q: %s %s session %q's mountpoint %s; a session may not serve another session's mount", id, desc, rel, owner, other)
+			}
+		}
+	}
+	if key == "" {
+		return nil
+	}
+	owners := make([]string, 0, len(m.roots))
+	for owner := range m.roots {
+		owners = append(owners, owner)
+	}
+	sort.Strings(owners)
+	for _, owner := range owners {
+		if other := m.roots[owner]; owner != id && within(key, other) {
+			return errorf(CodeInvalid, "session %q: mountpoint %q is inside session %q's root %s; the mount would shadow part of that session's project", id, mp, owner, other)
+		}
+	}
+	return nil
+}
+
+// rootFileID returns the FileID of the directory root names itself (a
+// symlink there is an error, not followed).
+func rootFileID(root string) (identity.FileID, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(root, &st); err != nil {
+		return identity.FileID{}, errors.New(errnoText(err))
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return identity.FileID{}, errors.New("not a directory")
+	}
+	return identity.FileID{Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// checkRoot checks that s's physical root path still names the directory
+// its mount serves (the walks of Chdir and Resolve go by that path): when
+// the path is gone, ErrOriginGone; when it names another object (the host
+// moved the directory away and put another, or a symlink, in its place),
+// ErrRootChanged. s.mu is held.
+func (m *Manager) checkRoot(s *session) error {
+	fd, err := unix.Open(s.rec.Root, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT || err == unix.ENOTDIR {
+		return errorf(CodeOriginGone, "session %q: origin %s (physical %s) no longer exists; the working directory cannot be recovered", s.rec.ID, s.rec.Origin, s.rec.Root)
+	}
+	if err != nil {
+		return errorf(CodeInternal, "session %q: root %s: %v", s.rec.ID, s.rec.Root, errnoText(err))
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return errorf(CodeInternal, "session %q: root %s: %v", s.rec.ID, s.rec.Root, errnoText(err))
+	}
+	if got := (identity.FileID{Dev: st.Dev, Ino: st.Ino}); got != s.rootID {
+		what := "another directory"
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+		case unix.S_IFLNK:
+			what = "a symlink"
+		default:
+			what = "a non-directory"
+		}
+		return errorf(CodeRootChanged, "session %q: root %s is now %s, not the directory the mount serves (it was moved or replaced on the host); remove the session and create it again", s.rec.ID, s.rec.Root, what)
+	}
+	return nil
 }
 
 // checkNotInMount refuses a mountpoint at or below another session's
@@ -835,9 +991,12 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, spec policy.Spec) (S
 }
 
 // Remove unmounts session id, removes the mountpoint when Create made it,
-// and deletes its record, event log and temp directory. A mount still in use
-// gives ErrBusy naming the holders, and the session stays; force detaches a
-// busy mount lazily (MNT_DETACH) instead.
+// and deletes its record, event log, intent and temp directory. A mount
+// still in use gives ErrBusy naming the holders, and the session stays;
+// force detaches a busy mount lazily (MNT_DETACH) instead. A mount already
+// gone (unmounted from outside) counts as unmounted. For a session whose
+// record was unreadable, a dead mount on its default mountpoint is cleared
+// (clearDeadDefaultMount).
 //
 // Errors: ErrNotFound, ErrBusy, CodeInternal.
 func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
@@ -846,17 +1005,30 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	if s.srv != nil {
+	switch {
+	case s.srv != nil:
 		if err := s.srv.Unmount(force); err != nil {
 			var busy *fusefs.BusyError
 			if errors.As(err, &busy) {
 				return &Error{Code: CodeBusy, Message: fmt.Sprintf("session %q: %v (use force to detach lazily)", id, err), Err: err}
 			}
-			return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)
+			if mounted, merr := isMounted(s.rec.Mountpoint); merr != nil || mounted {
+				return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)
+			}
+			// Unmounted from outside (or its directory removed since):
+			// already done. The server stops once the kernel lets go of the
+			// connection (at once, or when a lazily detached mount's last
+			// holder leaves).
+			m.log.Info("remove: mount already gone", "session", id, "mountpoint", s.rec.Mountpoint)
+			go s.srv.Wait()
 		}
 		s.srv = nil
-	} else if err := clearMount(s.rec.Mountpoint, force, false); err != nil {
-		return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)
+	case s.unreadable:
+		m.clearDeadDefaultMount(id)
+	default:
+		if err := clearMount(s.rec.Mountpoint, force, false); err != nil {
+			return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)
+		}
 	}
 	if s.rec.MadeMountpoint {
 		if err := os.Remove(s.rec.Mountpoint); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -868,10 +1040,12 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 	}
 	s.events.close()
 	os.Remove(filepath.Join(m.sessDir, id+".events"))
+	os.Remove(filepath.Join(m.sessDir, id+".pending"))
 	os.RemoveAll(s.rec.TmpDir)
 	s.gone = true
 	m.mu.Lock()
 	delete(m.sessions, id)
+	delete(m.roots, id)
 	if m.mountpoints[s.rec.Mountpoint] == id {
 		delete(m.mountpoints, s.rec.Mountpoint)
 	}
@@ -880,12 +1054,59 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 	return nil
 }
 
+// isMounted reports whether something is mounted at mp.
+func isMounted(mp string) (bool, error) {
+	table, err := MountTable()
+	if err != nil {
+		return false, err
+	}
+	_, ok := table[mp]
+	return ok, nil
+}
+
+// clearDeadDefaultMount clears a dead (ENOTCONN) FUSE mount on the default
+// mountpoint <mount-base>/<id> of a session whose record was unreadable (its
+// real mountpoint is unknown), and removes that directory when it is then
+// empty, unless another session uses that path. A live mount is left alone.
+func (m *Manager) clearDeadDefaultMount(id string) {
+	mp := filepath.Join(m.mountBase, id)
+	m.mu.Lock()
+	owner, taken := m.mountpoints[mp]
+	m.mu.Unlock()
+	if taken {
+		m.log.Info("remove: default mountpoint belongs to another session; left alone", "session", id, "mountpoint", mp, "owner", owner)
+		return
+	}
+	table, err := MountTable()
+	if err != nil {
+		m.log.Warn("remove: mount table", "session", id, "err", err)
+		return
+	}
+	if e, ok := table[mp]; !ok || !strings.HasPrefix(e.FSType, "fuse") {
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(mp, &st); err != unix.ENOTCONN {
+		m.log.Info("remove: default mountpoint holds a live mount; left alone", "session", id, "mountpoint", mp)
+		return
+	}
+	if err := clearMount(mp, true, true); err != nil {
+		m.log.Warn("remove: clear dead mount", "session", id, "mountpoint", mp, "err", err)
+		return
+	}
+	// A wsfs mount in the daemon's mount base: the session's default
+	// mountpoint, which Create made (removed only when empty).
+	os.Remove(mp)
+	m.log.Info("remove: cleared a dead mount", "session", id, "mountpoint", mp)
+}
+
 // Cwd returns session id's working directory, validated at use: when the
 // directory no longer exists on the host, the session recovers to the
 // origin (the mount root) and logs a "recover" event first.
 //
 // Errors: ErrNotFound, ErrFailed, ErrOriginGone (the origin vanished too),
-// CodeInternal (the event log could not be written).
+// ErrRootChanged (see checkRoot), CodeInternal (the event log could not be
+// written).
 func (m *Manager) Cwd(ctx context.Context, id string) (WorkDir, error) {
 	s, err := m.locked(id, true)
 	if err != nil {
@@ -916,12 +1137,12 @@ func (s *session) workDir() WorkDir {
 // does not, it recovers to the origin (logging a "recover" event, returned)
 // or, when the origin is gone too, fails with ErrOriginGone. s.mu is held.
 func (m *Manager) validateCwd(s *session) (*Event, error) {
+	if err := m.checkRoot(s); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(s.rec.Root, s.cwd)
 	if isDir(dir) && s.cwd != "." {
 		return nil, nil
-	}
-	if !isDir(s.rec.Root) {
-		return nil, errorf(CodeOriginGone, "session %q: origin %s (physical %s) no longer exists; the working directory cannot be recovered", s.rec.ID, s.rec.Origin, s.rec.Root)
 	}
 	if s.cwd == "." {
 		return nil, nil
@@ -964,6 +1185,9 @@ func (m *Manager) Chdir(ctx context.Context, id, path string) (WorkDir, error) {
 		logged = append(logged, *ev)
 	}
 	rel, err := m.dirInMount(ctx, m.view(s.rec.Root, s.rec.Mountpoint, s.rec.Symlinks), s.cwd, path)
+	if err := m.checkRoot(s); err != nil {
+		return WorkDir{}, err // replaced during the walk: its answer is void
+	}
 	if err != nil {
 		return WorkDir{}, errorf(CodeInvalid, "session %q: cd %v", id, err)
 	}
@@ -1036,6 +1260,9 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 	mp := s.rec.Mountpoint
 	cwd := inMount(mp, s.cwd)
 	w, err := m.view(s.rec.Root, mp, s.rec.Symlinks).walk(ctx, s.cwd, path)
+	if err := m.checkRoot(s); err != nil {
+		return Resolution{}, err // replaced during the walk: its answer is void
+	}
 	if err != nil {
 		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: %v", id, path, errnoText(err))
 	}

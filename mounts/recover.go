@@ -33,7 +33,9 @@ const recoverWorkers = 4
 //     its call never returned).
 //
 // A session that cannot be mounted again stays, in the failed state (Get and
-// List show why; Remove deletes it). The error joins one line per such
+// List show why; Remove deletes it); so does one whose record cannot be read
+// (its id, from the file name, stays taken). Only names of writeFileAtomic's
+// temp files (isTempName) are deleted as leftovers of record writes. The error joins one line per such
 // session; sessions that recovered are served either way. Call Recover once,
 // before serving.
 func (m *Manager) Recover(ctx context.Context) error {
@@ -53,7 +55,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		name := e.Name()
 		path := filepath.Join(m.sessDir, name)
 		switch {
-		case strings.Contains(name, ".json.tmp-"):
+		case isTempName(name):
 			os.Remove(path)
 		case strings.HasSuffix(name, ".pending"):
 			id := strings.TrimSuffix(name, ".pending")
@@ -124,15 +126,30 @@ func (m *Manager) undoPending(id, path string) {
 // recoverOne mounts recorded session id again and publishes it, failed or
 // not. The error says why it failed.
 func (m *Manager) recoverOne(ctx context.Context, id string) error {
-	rec, err := readRecord(filepath.Join(m.sessDir, id+".json"))
+	path := filepath.Join(m.sessDir, id+".json")
+	rec, err := readRecord(path)
 	if err != nil {
-		m.log.Error("recover: unreadable record", "session", id, "err", err)
-		return fmt.Errorf("session %q: %v", id, err)
+		// Kept, failed: its id stays taken, and Remove deletes its files.
+		s := &session{
+			rec:        record{ID: id, TmpDir: filepath.Join(m.tmpBase, id)},
+			cwd:        ".",
+			unreadable: true,
+			failed:     fmt.Sprintf("record %s is unreadable: %v", path, err),
+		}
+		m.mu.Lock()
+		m.sessions[id] = s
+		m.mu.Unlock()
+		m.log.Error("recover: session not mounted", "session", id, "reason", s.failed)
+		return fmt.Errorf("session %q: %s", id, s.failed)
 	}
+	// The temp directory is this state directory's, whatever the record
+	// says: Remove deletes it.
+	rec.TmpDir = filepath.Join(m.tmpBase, id)
 	s := &session{rec: rec, cwd: rec.StartCwd}
 	m.mu.Lock()
 	m.sessions[id] = s
 	m.mountpoints[rec.Mountpoint] = id
+	m.roots[id] = rec.Root
 	m.mu.Unlock()
 
 	s.mu.Lock()
@@ -179,6 +196,10 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	if err != nil {
 		return fail("%v", err)
 	}
+	rootID, err := rootFileID(rec.Root)
+	if err != nil {
+		return fail("root %s: %v", rec.Root, err)
+	}
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
 		Symlinks: rec.Symlinks, Logger: m.log, Session: id,
@@ -186,7 +207,16 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	if err != nil {
 		return fail("mount %s on %s: %v", rec.Root, rec.Mountpoint, err)
 	}
-	s.srv, s.pol = srv, pol
+	s.srv, s.pol, s.rootID = srv, pol, rootID
+	if after, aerr := rootFileID(rec.Root); aerr != nil || after != rootID {
+		// Replaced while it was being mounted: the mount may serve another
+		// directory than the one recorded.
+		s.srv, s.pol = nil, nil
+		if uerr := srv.Unmount(true); uerr != nil {
+			m.log.Error("recover: unmount", "session", id, "mountpoint", rec.Mountpoint, "err", uerr)
+		}
+		return fail("root %s was replaced while it was being mounted", rec.Root)
+	}
 	m.log.Info("session recovered", "session", id, "mountpoint", rec.Mountpoint, "cwd", inMount(rec.Mountpoint, s.cwd))
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -81,11 +82,28 @@ const (
 	EventRecover = "recover"
 )
 
-// writeFileAtomic writes data to dir/name durably: a temp file in dir,
-// fsync, rename over name, fsync dir. On error nothing but the old name (if
-// any) is left.
+// tmpInfix separates a file's name from the random suffix of its temp files
+// (<name>+tmp-<digits>). '+' is outside the session id charset, so no
+// session's own file (<id>.json, <id>.events, <id>.pending) can have this
+// form, whatever its id; Recover deletes exactly the names isTempName
+// accepts.
+const tmpInfix = "+tmp-"
+
+// tempName matches the names of writeFileAtomic's temp files for a record
+// (<id>.json+tmp-<digits>), and those of wsfs versions before tmpInfix
+// (<id>.json.tmp-<digits>): neither ends in .json, .events or .pending, so
+// neither can be a session's file.
+var tempName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}\.json(\+|\.)tmp-[0-9]+$`)
+
+// isTempName reports whether name (in the sessions directory) is a leftover
+// temp file of an interrupted record write.
+func isTempName(name string) bool { return tempName.MatchString(name) }
+
+// writeFileAtomic writes data to dir/name durably: a temp file in dir
+// (name+tmpInfix+digits), fsync, rename over name, fsync dir. On error
+// nothing but the old name (if any) is left.
 func writeFileAtomic(dir, name string, data []byte, perm os.FileMode) (err error) {
-	f, err := os.CreateTemp(dir, name+".tmp-*")
+	f, err := os.CreateTemp(dir, name+tmpInfix+"*")
 	if err != nil {
 		return err
 	}
@@ -135,23 +153,35 @@ func removeDurable(path string) error {
 	return syncDir(filepath.Dir(path))
 }
 
-// readRecord reads and checks a record file.
+// readRecord reads and checks a record file. Its errors say what is wrong
+// with the file, without naming it ("empty file", "invalid JSON: ...").
 func readRecord(path string) (record, error) {
 	var r record
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return r, err
+		return r, errors.New(errnoText(err))
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return r, errors.New("empty file")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("record %s: %w", path, err)
+		return r, fmt.Errorf("invalid JSON: %v", err)
+	}
+	if dec.More() {
+		return r, errors.New("invalid JSON: data after the record")
 	}
 	if r.Version != recordVersion {
-		return r, fmt.Errorf("record %s: version %d, this wsfs reads version %d", path, r.Version, recordVersion)
+		return r, fmt.Errorf("version %d, this wsfs reads version %d", r.Version, recordVersion)
 	}
 	if want := strings.TrimSuffix(filepath.Base(path), ".json"); r.ID != want {
-		return r, fmt.Errorf("record %s: id %q does not match the file name", path, r.ID)
+		return r, fmt.Errorf("id %q does not match the file name", r.ID)
+	}
+	for _, f := range [][2]string{{"root", r.Root}, {"mountpoint", r.Mountpoint}} {
+		if p := f[1]; !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return r, fmt.Errorf("%s %q: not an absolute clean path", f[0], p)
+		}
 	}
 	return r, nil
 }

@@ -2,6 +2,8 @@ package mounts
 
 import (
 	"errors"
+	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -84,7 +86,7 @@ func TestValidID(t *testing.T) {
 func TestCodeStatus(t *testing.T) {
 	for code, status := range map[Code]int{
 		CodeInvalid: 400, CodeForbidden: 403, CodeNotFound: 404, CodeMethod: 405,
-		CodeExists: 409, CodeBusy: 409, CodeOriginGone: 409, CodeFailed: 409,
+		CodeExists: 409, CodeBusy: 409, CodeOriginGone: 409, CodeRootChanged: 409, CodeFailed: 409,
 		CodeTooLarge: 413, CodeInternal: 500, "unknown": 500,
 	} {
 		if got := code.Status(); got != status {
@@ -101,6 +103,73 @@ func TestUnescapeMountinfo(t *testing.T) {
 	for in, want := range map[string]string{`/a\040b`: "/a b", `/x\134y`: `/x\y`, `/plain`: "/plain", `/end\04`: `/end\04`} {
 		if got := unescapeMountinfo(in); got != want {
 			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Temp file names of record writes cannot be mistaken for a session's own
+// files, whatever the session id; writeFileAtomic leaves only the file.
+func TestTempName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"x.json+tmp-123":       true,
+		"x.json.tmp-1":         true, // an earlier version's leftover
+		"x.json.tmp-1.json":    false,
+		"x.json.tmp-1.events":  false,
+		"x.json.tmp-1.pending": false,
+		"x.json+tmp-":          false,
+		"x.json+tmp-12a":       false,
+		"x.events+tmp-1":       false,
+		"x.json":               false,
+	} {
+		if got := isTempName(name); got != want {
+			t.Errorf("isTempName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	dir := t.TempDir()
+	if err := writeFileAtomic(dir, "x.json.tmp-1.json", []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 1 || ents[0].Name() != "x.json.tmp-1.json" {
+		t.Fatalf("after writeFileAtomic: %v %v, want only x.json.tmp-1.json", ents, err)
+	}
+}
+
+// decodeBody: a body one byte over the limit is too_large even when the
+// value fits; a value that is not an object (null included) is invalid.
+func TestDecodeBody(t *testing.T) {
+	pad := func(n int) string {
+		v := `{"cd":"x"`
+		return v + strings.Repeat(" ", n-len(v)-1) + "}"
+	}
+	for _, tc := range []struct {
+		body string
+		code Code
+		msg  string
+	}{
+		{pad(MaxBodyBytes), "", ""},
+		{pad(MaxBodyBytes-1) + "\n", "", ""},
+		{pad(MaxBodyBytes) + "\n", CodeTooLarge, "request body: larger than 1048576 bytes"},
+		{pad(MaxBodyBytes + 1), CodeTooLarge, "request body: larger than 1048576 bytes"},
+		{"null", CodeInvalid, "request body: null: a JSON object is required"},
+		{" \n null ", CodeInvalid, "request body: null: a JSON object is required"},
+		{"[]", CodeInvalid, "request body: an array: a JSON object is required"},
+		{"true", CodeInvalid, "request body: a boolean: a JSON object is required"},
+		{"", CodeInvalid, "request body: empty, a JSON object is required"},
+		{`{"cd":"x"} {}`, CodeInvalid, "request body: trailing data after the JSON value"},
+		{`{"cd":"x","y":1}`, CodeInvalid, `request body: json: unknown field "y"`},
+	} {
+		var req CwdRequest
+		err := decodeBody(httptest.NewRequest("POST", "/v1/sessions/s/cwd", strings.NewReader(tc.body)), &req)
+		short := tc.body
+		if len(short) > 40 {
+			short = fmt.Sprintf("%.20s...(%d bytes)", short, len(short))
+		}
+		if CodeOf(err) != tc.code || (err != nil && err.Error() != tc.msg) {
+			t.Errorf("body %q: %v (code %q), want code %q %q", short, err, CodeOf(err), tc.code, tc.msg)
+		}
+		if err == nil && req.Cd != "x" {
+			t.Errorf("body %q: decoded %+v", short, req)
 		}
 	}
 }

@@ -128,6 +128,12 @@ func compile(in Spec) (*Policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policy: %s %q: cannot resolve: %v", field, t, oneLine(err))
 		}
+		if p == "/" {
+			if in.Temp == nil {
+				field += " (the default, $TMPDIR)"
+			}
+			return nil, fmt.Errorf("policy: %s %q: must not be the file system root / (a temp area there makes every path writable)", field, t)
+		}
 		if !contains(c.spec.Temp, p) {
 			c.spec.Temp = append(c.spec.Temp, p)
 		}

@@ -512,6 +512,8 @@ func TestCompileErrors(t *testing.T) {
 			{Path: root + "/other", Access: AccessReadOnly}, {Path: root + "/twin", Access: AccessReadWrite}}},
 			`policy: additional[1].path "` + root + `/twin" (canonical "` + root + `/other") is the same directory as additional[0].path "` + root + `/other"`},
 		{"relative temp", Spec{Primary: proj, Temp: []string{"tmp"}}, `policy: temp[0] "tmp": must be absolute`},
+		{"root temp", Spec{Primary: proj, Temp: []string{"/"}}, `policy: temp[0] "/": must not be the file system root / (a temp area there makes every path writable)`},
+		{"root temp unclean", Spec{Primary: proj, Temp: []string{os.TempDir(), "//."}}, `policy: temp[1] "//.": must not be the file system root /`},
 		{"protected parent", Spec{Primary: proj, Protected: []string{".git/hooks", "../x"}}, `policy: protected[1] "../x": must not contain ".."`},
 		{"protected absolute", Spec{Primary: proj, Protected: []string{"/etc"}}, `policy: protected[0] "/etc": must be relative`},
 		{"protected unclean", Spec{Primary: proj, Protected: []string{"a/./b"}}, `policy: protected[0] "a/./b": must be clean ("a/b")`},

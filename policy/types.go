@@ -47,11 +47,13 @@ type Spec struct {
 	// Additional are further explicit roots; they may not overlap each other
 	// or the primary root.
 	Additional []Root `json:"additional,omitempty" yaml:"additional,omitempty"`
-	// Temp is the platform temp area; nil means DefaultTemp().
-	Temp []string `json:"temp,omitempty" yaml:"temp,omitempty"`
+	// Temp is the platform temp area; nil (absent, or null) means
+	// DefaultTemp(), an empty list means none. No omitempty: an empty list
+	// must survive a JSON or YAML round trip as "none".
+	Temp []string `json:"temp" yaml:"temp"`
 	// Protected are subpaths, relative to each writable root, kept read-only;
-	// nil means DefaultProtected.
-	Protected []string `json:"protected,omitempty" yaml:"protected,omitempty"`
+	// nil means DefaultProtected, an empty list none.
+	Protected []string `json:"protected" yaml:"protected"`
 }
 
 // DefaultProtected are the protected subpaths when Spec.Protected is nil: a

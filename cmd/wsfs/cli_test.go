@@ -75,7 +75,7 @@ func TestVersion(t *testing.T) {
 
 	_, errOut, code = cli(t, "version", "extra")
 	assert.Equal(t, 2, code)
-	assert.Equal(t, "wsfs: wsfs version: unexpected argument \"extra\"\n", errOut)
+	assert.Equal(t, "wsfs: version: unexpected argument \"extra\"\n", errOut)
 }
 
 func TestResolve(t *testing.T) {
@@ -174,14 +174,14 @@ func TestUsageErrors(t *testing.T) {
 		{"no arguments", nil, ""},
 		{"unknown command", []string{"bogus"}, `unknown command "bogus" for "wsfs"`},
 		{"unknown flag", []string{"resolve", "--bogus", "x"}, "unknown flag: --bogus"},
-		{"resolve without paths", []string{"resolve"}, "wsfs resolve: missing PATH argument"},
+		{"resolve without paths", []string{"resolve"}, "resolve: missing PATH argument"},
 		{"resolve blank path", []string{"resolve", "a", ""}, "resolve: PATH argument 2 is blank"},
 		{"policy without subcommand", []string{"policy"}, "policy: missing subcommand (check or show)"},
 		{"policy check without --policy", []string{"policy", "check", "x"}, "--policy: missing FILE"},
-		{"policy check without paths", []string{"policy", "check", "--policy", "p.yaml"}, "wsfs policy check: missing PATH argument"},
-		{"policy show with an argument", []string{"policy", "show", "x"}, `wsfs policy show: unexpected argument "x"`},
-		{"unmount without mountpoint", []string{"unmount"}, "wsfs unmount: missing MOUNTPOINT argument"},
-		{"unmount with two mountpoints", []string{"unmount", "a", "b"}, `wsfs unmount: unexpected argument "b"`},
+		{"policy check without paths", []string{"policy", "check", "--policy", "p.yaml"}, "policy check: missing PATH argument"},
+		{"policy show with an argument", []string{"policy", "show", "x"}, `policy show: unexpected argument "x"`},
+		{"unmount without mountpoint", []string{"unmount"}, "unmount: missing MOUNTPOINT argument"},
+		{"unmount with two mountpoints", []string{"unmount", "a", "b"}, `unmount: unexpected argument "b"`},
 		{"mount without --root", []string{"mount", "--mountpoint", "/mnt"}, "--root: missing DIR"},
 		{"mount bad duration", []string{"mount", "--attr-timeout", "soon"}, `invalid argument "soon" for "--attr-timeout" flag: time: invalid duration "soon"`},
 	}
@@ -206,8 +206,8 @@ func TestUsageErrors(t *testing.T) {
 
 		out, errOut, code = cli(t, "resolve", "--json")
 		assert.Equal(t, 2, code)
-		assert.Equal(t, "wsfs: wsfs resolve: missing PATH argument\n", errOut)
-		assert.Equal(t, `{"error":{"code":"invalid","message":"wsfs resolve: missing PATH argument"}}`+"\n", out)
+		assert.Equal(t, "wsfs: resolve: missing PATH argument\n", errOut)
+		assert.Equal(t, `{"error":{"code":"invalid","message":"resolve: missing PATH argument"}}`+"\n", out)
 	})
 
 	t.Run("help is not an error", func(t *testing.T) {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,17 +181,26 @@ func TestMountJSONAndReadOnly(t *testing.T) {
 	assert.False(t, mounted(t, mnt))
 }
 
-// holdMount starts a process whose working directory is dir and returns a
-// function that ends it.
+// holdMount starts a bash whose working directory is dir and returns once it
+// is there, with a function that ends it. The child starts in / and cds
+// after exec: a child of the process serving the mount must never chdir into
+// it between fork and exec (it would wait on a server that cannot run).
 func holdMount(t *testing.T, dir string) (pid int, release func()) {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
-	cmd.Dir = dir
+	cmd := exec.Command("bash", "--norc", "-c", `cd "$1" && echo ready && read _`, "hold", dir)
+	cmd.Dir = "/"
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
-			_ = cmd.Process.Kill()
+			stdin.Close()
 			_ = cmd.Wait()
 		})
 	}
@@ -209,15 +220,14 @@ func TestMountBusy(t *testing.T) {
 	m.cancel()
 	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "busy") }, 10*time.Second, 10*time.Millisecond)
 	assert.Contains(t, m.stderr.String(), `wsfs: mountpoint "`+mnt+`" is busy: held by pid `)
-	assert.Contains(t, m.stderr.String(), "(sleep, cwd); still serving")
+	assert.Contains(t, m.stderr.String(), fmt.Sprintf("pid %d (bash, cwd); still serving", pid))
 	_, err := os.ReadFile(mnt + "/src/main.go")
 	assert.NoError(t, err, "still served")
-	_ = pid
 
 	// wsfs unmount refuses a busy mount too (exit 1, one line).
 	_, errOut, code := cli(t, "unmount", mnt)
 	assert.Equal(t, 1, code)
-	assert.Regexp(t, `^wsfs: mountpoint "`+mnt+`" is busy: held by pid \d+ \(sleep, cwd\)\n$`, errOut)
+	assert.Equal(t, fmt.Sprintf("wsfs: mountpoint %q is busy: held by pid %d (bash, cwd)\n", mnt, pid), errOut)
 
 	// Once the holder is gone, wsfs unmount ends the mount and the server.
 	release()

@@ -95,7 +95,7 @@ func TestMountBadInput(t *testing.T) {
 		{"missing mountpoint dir", []string{"mount", "--root", "proj", "--mountpoint", "nope"}, `mountpoint "` + root + `/nope": does not exist`},
 		{"mountpoint inside root", []string{"mount", "--root", "proj", "--mountpoint", "proj/sub"}, `mountpoint "` + root + `/proj/sub" is inside the root "` + root + `/proj" it would serve (a loop)`},
 		{"root inside mountpoint", []string{"mount", "--root", "outer/inner", "--mountpoint", "outer", "--nonempty"}, `root "` + root + `/outer/inner" is inside the mountpoint "` + root + `/outer"`},
-		{"non-empty mountpoint", []string{"mount", "--root", "proj", "--mountpoint", "full"}, `mountpoint "` + root + `/full": not empty (mount over it only when asked: nonempty)`},
+		{"non-empty mountpoint", []string{"mount", "--root", "proj", "--mountpoint", "full"}, `mountpoint "` + root + `/full": not empty (mount over it only with --nonempty, Config.NonEmpty)`},
 		{"unknown mode", append(base, "--mode", "sideways"), `--mode "sideways": unknown mode (want read-only, workspace-write or full-access)`},
 		{"add-root without =", append(base, "--add-root", "/tmp"), `--add-root "/tmp": want PATH=ro|rw|none`},
 		{"add-root unknown access", append(base, "--add-root", "/tmp=rwx"), `--add-root "/tmp=rwx": unknown access "rwx" (want ro, rw or none)`},
@@ -105,7 +105,7 @@ func TestMountBadInput(t *testing.T) {
 		{"bad symlinks", append(base, "--symlinks", "maybe"), `--symlinks: symlink mode "maybe": must be one of contain, follow, resolve`},
 		{"absolute protect", append(base, "--protect", "/etc"), `--protect "/etc": must be a non-empty path relative to each root`},
 		{"negative timeout", append(base, "--entry-timeout", "-1s"), `--entry-timeout -1s: must not be negative`},
-		{"argument", append(base, "extra"), `wsfs mount: unexpected argument "extra"`},
+		{"argument", append(base, "extra"), `mount: unexpected argument "extra"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

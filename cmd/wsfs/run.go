@@ -233,7 +233,7 @@ func writeJSON(w io.Writer, v any) {
 // noArgs is cobra.NoArgs with a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return errUsage("%s: unexpected argument %q", cmd.CommandPath(), args[0])
+		return errUsage("%s: unexpected argument %q", verbName(cmd), args[0])
 	}
 	return nil
 }
@@ -242,7 +242,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func minArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < n {
-			return errUsage("%s: missing %s", cmd.CommandPath(), what)
+			return errUsage("%s: missing %s", verbName(cmd), what)
 		}
 		return nil
 	}
@@ -253,10 +253,16 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		switch {
 		case len(args) < n:
-			return errUsage("%s: missing %s", cmd.CommandPath(), what)
+			return errUsage("%s: missing %s", verbName(cmd), what)
 		case len(args) > n:
-			return errUsage("%s: unexpected argument %q", cmd.CommandPath(), args[n])
+			return errUsage("%s: unexpected argument %q", verbName(cmd), args[n])
 		}
 		return nil
 	}
+}
+
+// verbName is the command's path without the program name ("session cwd"),
+// since every error line already starts with "wsfs: ".
+func verbName(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 }
