@@ -346,6 +346,9 @@ func (e *BusyError) Error() string {
 // otherwise fusermount3 -u (-z with force).
 func Unmount(mountpoint string, force bool) error {
 	mountpoint = filepath.Clean(mountpoint)
+	if err := checkWsfsMount(mountpoint); err != nil {
+		return err
+	}
 	if os.Geteuid() != 0 {
 		args := []string{"-u"}
 		if force {
@@ -377,6 +380,34 @@ func Unmount(mountpoint string, force bool) error {
 		return fmt.Errorf("unmount %q: does not exist", mountpoint)
 	}
 	return fmt.Errorf("unmount %q: %w", mountpoint, err)
+}
+
+// checkWsfsMount refuses to unmount what is not a wsfs mount (a tmpfs,
+// /proc): the verb exists for wsfs's own mounts, dead ones included. The
+// path is looked up in the mount table as spelled, then with its parent
+// canonicalized; the mountpoint itself is never stat'ed (a dead or hung
+// FUSE mount would answer ENOTCONN or hang).
+func checkWsfsMount(mountpoint string) error {
+	table, err := MountTable()
+	if err != nil {
+		return nil // no mount table to judge by; umount2(2) still checks
+	}
+	e, ok := table[mountpoint]
+	if !ok {
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(mountpoint)); err == nil {
+			e, ok = table[filepath.Join(dir, filepath.Base(mountpoint))]
+		}
+	}
+	switch {
+	case !ok:
+		if _, err := os.Lstat(mountpoint); os.IsNotExist(err) {
+			return fmt.Errorf("unmount %q: does not exist", mountpoint)
+		}
+		return fmt.Errorf("unmount %q: not a mountpoint", mountpoint)
+	case e.FSType != "fuse.wsfs":
+		return fmt.Errorf("unmount %q: a %s mount, not a wsfs one", mountpoint, e.FSType)
+	}
+	return nil
 }
 
 // Holders lists the processes whose cwd, root, executable or open files are

@@ -614,7 +614,7 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	if perr != nil {
 		return perr
 	}
-	if table, terr := MountTable(); terr == nil && table[key] != (MountEntry{}) {
+	if table, terr := fusefs.MountTable(); terr == nil && table[key] != (fusefs.MountEntry{}) {
 		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point", id, mp)
 	}
 	existed := false
@@ -665,6 +665,16 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	}
 	undo = append(undo, func() { events.close(); os.Remove(eventsPath) })
 
+	if spec.Policy.Temp == nil {
+		// The session's temp area is its own temp directory, not the
+		// host's /tmp shared by every session (and what exec --confine
+		// exports as TMPDIR). Compiled again now that it exists.
+		ps := spec.Policy
+		ps.Temp = []string{tmpDir}
+		if pspec, pol, err = compilePolicy(id, root, ps); err != nil {
+			return err
+		}
+	}
 	rootID, err := rootFileID(root)
 	if err != nil {
 		return errorf(CodeInvalid, "session %q: root %q (physical %s): %v", id, origin, root, err)
@@ -975,6 +985,9 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, spec policy.Spec) (S
 		return Session{}, err
 	}
 	defer s.mu.Unlock()
+	if spec.Temp == nil {
+		spec.Temp = []string{s.rec.TmpDir} // as at Create
+	}
 	pspec, pol, err := compilePolicy(id, s.rec.Root, spec)
 	if err != nil {
 		return Session{}, err
@@ -1056,7 +1069,7 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 
 // isMounted reports whether something is mounted at mp.
 func isMounted(mp string) (bool, error) {
-	table, err := MountTable()
+	table, err := fusefs.MountTable()
 	if err != nil {
 		return false, err
 	}
@@ -1077,7 +1090,7 @@ func (m *Manager) clearDeadDefaultMount(id string) {
 		m.log.Info("remove: default mountpoint belongs to another session; left alone", "session", id, "mountpoint", mp, "owner", owner)
 		return
 	}
-	table, err := MountTable()
+	table, err := fusefs.MountTable()
 	if err != nil {
 		m.log.Warn("remove: mount table", "session", id, "err", err)
 		return

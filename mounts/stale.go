@@ -39,7 +39,7 @@ const lockWait = 10 * time.Second
 // (see above) cannot keep it or hang the unmount; use it only when no live
 // server can be serving mp.
 func clearMount(mp string, force, abort bool) error {
-	table, err := MountTable()
+	table, err := fusefs.MountTable()
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func dying(pid int) bool {
 // abortRecordedMounts aborts the FUSE connections of the wsfs mounts at the
 // mountpoints recorded (or intended) in sessDir.
 func abortRecordedMounts(sessDir string) {
-	table, err := MountTable()
+	table, err := fusefs.MountTable()
 	if err != nil {
 		return
 	}

@@ -99,14 +99,6 @@ func TestCodeStatus(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/x\134y`: `/x\y`, `/plain`: "/plain", `/end\04`: `/end\04`} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // Temp file names of record writes cannot be mistaken for a session's own
 // files, whatever the session id; writeFileAtomic leaves only the file.
 func TestTempName(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -10,11 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/fusefs"
 )
 
 func init() { registerCommand(newDoctorCmd) }
@@ -209,10 +211,39 @@ func errnoOrErr(err error) string {
 	return err.Error()
 }
 
+// probeTimeout bounds how long doctor waits for one mount to answer.
+const probeTimeout = 2 * time.Second
+
+// probeMount stats mp in a child process (stat(1)) and returns ENOTCONN for
+// a dead mount, ETIMEDOUT for one that does not answer, else 0. A hung FUSE
+// mount leaves a stat(2) in uninterruptible sleep: in a child, only the
+// child is stuck, and doctor still reports and exits.
+func probeMount(mp string) unix.Errno {
+	var out bytes.Buffer
+	cmd := exec.Command("stat", "-c", "%i", "--", mp)
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return 0
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil && strings.Contains(out.String(), "not connected") {
+			return unix.ENOTCONN
+		}
+		return 0
+	case <-time.After(probeTimeout):
+		cmd.Process.Kill() // not waited for: it may never wake
+		return unix.ETIMEDOUT
+	}
+}
+
 // checkStaleMounts finds wsfs mounts (type fuse.wsfs) whose server is gone:
 // stat gives ENOTCONN. One check per stale mount, or one ok line.
 func checkStaleMounts() []check {
-	table, err := mounts.MountTable()
+	table, err := fusefs.MountTable()
 	if err != nil {
 		return []check{{Name: "stale mounts", Status: checkWarn, Detail: "/proc/self/mountinfo: " + oneLine(err.Error()), Fix: "mount /proc"}}
 	}
@@ -227,9 +258,12 @@ func checkStaleMounts() []check {
 		if table[mp].FSType != "fuse.wsfs" {
 			continue
 		}
-		var st unix.Stat_t
-		if err := unix.Stat(mp, &st); errors.Is(err, unix.ENOTCONN) {
+		switch probeMount(mp) {
+		case unix.ENOTCONN:
 			out = append(out, check{Name: "stale mount", Status: checkFail, Detail: mp + ": its server is gone (ENOTCONN)", Fix: "wsfs unmount " + mp + " (a restarted wsfs serve clears its own)"})
+			continue
+		case unix.ETIMEDOUT:
+			out = append(out, check{Name: "hung mount", Status: checkFail, Detail: mp + ": does not answer within " + probeTimeout.String(), Fix: "abort its FUSE connection (/sys/fs/fuse/connections/N/abort, N its minor device) and wsfs unmount " + mp})
 			continue
 		}
 		live++

@@ -254,6 +254,21 @@ func TestMountForce(t *testing.T) {
 	assert.Equal(t, 0, m.wait(t), m.stderr.String())
 }
 
+// wsfs unmount is for wsfs mounts: another file system is left alone.
+func TestUnmountRefusesOtherMounts(t *testing.T) {
+	requireFUSE(t)
+	dir := tree(t, "tmpfs/")
+	mp := dir + "/tmpfs"
+	require.NoError(t, syscall.Mount("wsfs-test", mp, "tmpfs", 0, "size=1m"))
+	t.Cleanup(func() { syscall.Unmount(mp, syscall.MNT_DETACH) })
+	_, errOut, code := cli(t, "unmount", "--force", mp)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, `wsfs: unmount "`+mp+`": a tmpfs mount, not a wsfs one`+"\n", errOut)
+	table, err := fusefs.MountTable()
+	require.NoError(t, err)
+	assert.Equal(t, "tmpfs", table[mp].FSType, "the tmpfs is still mounted")
+}
+
 func TestUnmountBadInput(t *testing.T) {
 	root := tree(t, "dir/")
 	_, errOut, code := cli(t, "unmount", root+"/nope")

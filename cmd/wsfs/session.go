@@ -26,7 +26,7 @@ func newSessionCmd() *cobra.Command {
 
 A refusal by the daemon is printed as one line "wsfs: <message>" on stderr (and,
 with --json, as {"error":{"code","message"}} on stdout, with the daemon's stable
-code: invalid, not_found, exists, busy, origin_gone, failed, forbidden, ...).
+code: invalid, not_found, exists, busy, origin_gone, root_changed, failed, forbidden, ...).
 Exit codes: 0 ok, 2 bad input (codes invalid and too_large, bad flags), 1 any
 other failure (including an unreachable daemon).`,
 		Args: noArgs,

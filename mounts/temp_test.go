@@ -1,0 +1,51 @@
+package mounts_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// A session whose policy names no temp area gets its own temp directory as
+// one, at Create and after a policy change, not the host's shared temp
+// directory; an explicit empty list means none.
+func TestSessionTempArea(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "root")
+	mkTree(t, root, "sub/")
+	s, err := d.c.Create(ctx, mounts.Spec{ID: "tmp", Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(os.TempDir(), "wsfs-shared-temp-probe")
+	check := func(step, path, want string) {
+		t.Helper()
+		r, err := d.c.Resolve(ctx, "tmp", path)
+		if err != nil {
+			t.Fatalf("%s: resolve %s: %v", step, path, err)
+		}
+		if got := r.Write.Rule; got != want {
+			t.Errorf("%s: write %s: rule %q, want %q", step, path, got, want)
+		}
+	}
+	check("create", filepath.Join(s.TmpDir, "f"), "temp:read-write")
+	check("create", shared, "outside:read-only")
+	if _, err := d.c.SetPolicy(ctx, "tmp", policy.Spec{Mode: policy.ModeWorkspaceWrite}); err != nil {
+		t.Fatal(err)
+	}
+	check("policy without temp", filepath.Join(s.TmpDir, "f"), "temp:read-write")
+	check("policy without temp", shared, "outside:read-only")
+	if _, err := d.c.SetPolicy(ctx, "tmp", policy.Spec{Mode: policy.ModeWorkspaceWrite, Temp: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	check("temp: []", filepath.Join(s.TmpDir, "f"), "outside:read-only")
+	if err := d.c.Remove(ctx, "tmp", false); err != nil {
+		t.Fatal(err)
+	}
+}
