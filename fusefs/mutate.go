@@ -157,6 +157,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if d := m.policy().DecideLink(src.where(), p); !d.Allow {
 		return nil, m.deny(ctx, "link", p, d)
 	}
+	m.expect(n, name, unix.IN_CREATE)
 	err := unix.Linkat(src.fd, "", n.fd, name, unix.AT_EMPTY_PATH)
 	if err == unix.ENOENT || err == unix.EPERM {
 		// AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc/self/fd does not
@@ -206,6 +207,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	src, dst := join(n.where(), name), join(np.where(), newName)
 	if d := m.policy().DecideRename(src, dst); !d.Allow {
 		return m.deny(ctx, "rename", src+" -> "+dst, d)
+	}
+	m.expect(n, name, unix.IN_MOVED_FROM)
+	m.expect(np, newName, unix.IN_MOVED_TO)
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		m.expect(np, newName, unix.IN_MOVED_FROM)
+		m.expect(n, name, unix.IN_MOVED_TO)
 	}
 	return toErrno(unix.Renameat2(n.fd, name, np.fd, newName, uint(flags)))
 }

@@ -408,9 +408,22 @@ func (n *node) checkChild(ctx context.Context, op policy.Op, opName, name string
 	p := join(n.where(), name)
 	d := n.m.policy().Decide(op, p)
 	if d.Allow {
+		switch op {
+		case policy.OpCreate, policy.OpMkdir, policy.OpMknod, policy.OpSymlink:
+			n.m.expect(n, name, unix.IN_CREATE)
+		case policy.OpUnlink, policy.OpRmdir:
+			n.m.expect(n, name, unix.IN_DELETE)
+		}
 		return p, 0
 	}
 	return p, n.m.deny(ctx, opName, p, d)
+}
+
+// expect announces an entry event this server is about to cause.
+func (m *mount) expect(dir *node, name string, mask uint32) {
+	if m.watch != nil {
+		m.watch.expect(dir, name, mask)
+	}
 }
 
 // deny logs and counts a refusal and returns its errno.

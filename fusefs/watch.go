@@ -39,6 +39,13 @@ type watcher struct {
 	byWd map[int32][]*node
 	root *node
 
+	// Changes made through the mount, announced before their syscall so the
+	// event they cause is not turned into an invalidation: the kernel keeps
+	// its own cache right for those, and an invalidation racing the
+	// operation would drop the fresh dentry (one more LOOKUP per file).
+	expectMu sync.Mutex
+	expected map[expectKey]time.Time
+
 	// Barriers (Server.SyncHostChanges): a private directory whose events,
 	// queued behind every earlier event of this inotify instance, tell when
 	// those have been handled.
@@ -88,6 +95,53 @@ func (w *watcher) remove(n *node) {
 		return
 	}
 	w.byWd[n.wd] = ns
+}
+
+// expectKey names one entry event: a watch, a name, an inotify mask bit.
+type expectKey struct {
+	wd   int32
+	name string
+	mask uint32
+}
+
+// expectTTL bounds how long an announced event is waited for; an operation
+// that failed or created nothing leaves its announcement behind that long.
+// Skipping a stray IN_CREATE is harmless: a positive dentry the kernel kept
+// was invalidated by the IN_DELETE or IN_MOVED_FROM that came first.
+const expectTTL = 2 * time.Second
+
+// expect announces that this server is about to cause event mask for name
+// in directory node d.
+func (w *watcher) expect(d *node, name string, mask uint32) {
+	if !d.watched {
+		return
+	}
+	now := time.Now()
+	w.expectMu.Lock()
+	if w.expected == nil {
+		w.expected = map[expectKey]time.Time{}
+	}
+	if len(w.expected) >= 4096 {
+		for k, t := range w.expected {
+			if now.Sub(t) > expectTTL {
+				delete(w.expected, k)
+			}
+		}
+	}
+	w.expected[expectKey{d.wd, name, mask}] = now
+	w.expectMu.Unlock()
+}
+
+// consume reports whether an event was announced (and forgets it).
+func (w *watcher) consume(wd int32, name string, mask uint32) bool {
+	k := expectKey{wd, name, mask}
+	w.expectMu.Lock()
+	defer w.expectMu.Unlock()
+	t, ok := w.expected[k]
+	if ok {
+		delete(w.expected, k)
+	}
+	return ok && time.Since(t) <= expectTTL
 }
 
 func (w *watcher) close() {
@@ -182,6 +236,9 @@ func (w *watcher) handle(wd int32, mask uint32, name string) {
 	}
 	dirs := append([]*node(nil), w.byWd[wd]...)
 	w.mu.Unlock()
+	if entry := mask & (unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO); entry != 0 && w.consume(wd, name, entry) {
+		return
+	}
 	for _, d := range dirs {
 		if name == "" {
 			d.NotifyContent(-1, 0)
