@@ -27,6 +27,7 @@ func main() {
 	mountpoint := flag.String("mountpoint", "", "empty directory to mount on (absolute)")
 	stats := flag.String("stats", "", "file to write Stats() JSON to on SIGUSR1 and on exit")
 	debug := flag.Bool("debug", false, "log every FUSE request to stderr (go-fuse debug output)")
+	noWatch := flag.Bool("nowatch", false, "mount without the host-change watcher (fusefs.Config.NoWatch), to measure its cost")
 	flag.Parse()
 	if *root == "" || *mountpoint == "" {
 		fmt.Fprintln(os.Stderr, "usage: benchmount -root DIR -mountpoint DIR [-stats FILE] [-debug]")
@@ -47,6 +48,7 @@ func main() {
 		Policy:     pol,
 		Debug:      *debug,
 		Session:    "bench",
+		NoWatch:    *noWatch,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmount:", err)
