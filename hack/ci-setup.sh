@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what wsfs's tests and demo need on a Debian machine: fuse3
-# (fusermount3 and the FUSE device) and git. Idempotent: apt-get runs only
-# when something is missing. Needs root (or sudo).
+# (fusermount3 and the FUSE device), git, and the tools the end-to-end tests
+# drive the mount with (python3, flock, stat, truncate). Idempotent: apt-get
+# runs only when something is missing. Needs root (or sudo).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
@@ -13,6 +14,9 @@ fi
 need=()
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v git >/dev/null 2>&1 || need+=(git)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v flock >/dev/null 2>&1 || need+=(util-linux)
+command -v truncate >/dev/null 2>&1 || need+=(coreutils)
 if [ "${#need[@]}" -gt 0 ]; then
 	echo "ci-setup: installing ${need[*]}"
 	"${sudo[@]}" apt-get update -qq
