@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ func main() {
 	stats := flag.String("stats", "", "file to write Stats() JSON to on SIGUSR1 and on exit")
 	debug := flag.Bool("debug", false, "log every FUSE request to stderr (go-fuse debug output)")
 	noWatch := flag.Bool("nowatch", false, "mount without the host-change watcher (fusefs.Config.NoWatch), to measure its cost")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the server to this file until exit")
 	flag.Parse()
 	if *root == "" || *mountpoint == "" {
 		fmt.Fprintln(os.Stderr, "usage: benchmount -root DIR -mountpoint DIR [-stats FILE] [-debug]")
@@ -37,6 +39,18 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmount: policy:", err)
 		os.Exit(1)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchmount:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "benchmount:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	// Subscribe before mounting so an early signal is not lost.
 	sigs := make(chan os.Signal, 4)
