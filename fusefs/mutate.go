@@ -13,6 +13,9 @@ import (
 	"github.com/wsfs/wsfs/policy"
 )
 
+// denyEscapeDangling refuses to create a link out of the root to nothing.
+var denyEscapeDangling = policy.Decision{Errno: syscall.EACCES, Rule: "symlink:escape-dangling"}
+
 // Every mutation asks the policy first, then makes one *at call on this
 // directory's descriptor with a single name, never following a final
 // symlink.
@@ -106,27 +109,25 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	escapes := false
 	if m.symlinks != SymlinksFollow {
 		pres := m.presentLink(dir, target)
-		switch {
-		case pres.kind == linkBroken:
-			return nil, m.deny(ctx, "symlink", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:unresolvable"})
-		case pres.kind == linkInPlace || m.symlinks == SymlinksResolve || !within(dir, m.root):
-			// A link leaving the root must reach something that exists,
-			// else O_CREAT through it would be the way out.
-			if pres.kind == linkInPlace {
-				// A none root answers EACCES before existence is
-				// looked at: no oracle for what is there.
-				if d := m.policy().Decide(policy.OpRead, pres.key); !d.Allow {
-					return nil, m.deny(ctx, "symlink", pres.key, d)
-				}
-				if m.nestsMount(pres.key) {
-					return nil, m.deny(ctx, "symlink", pres.key, denyNests)
-				}
-				var st unix.Stat_t
-				if err := unix.Stat(pres.key, &st); err != nil {
-					return nil, m.deny(ctx, "symlink", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:escape-dangling"})
+		if !m.shown(dir, pres) {
+			// Served in place once made: refuse now what its lookup would,
+			// so nothing is created.
+			escapes = true
+			d := m.refusal(pres)
+			if d.Allow && pres.kind == linkInPlace {
+				// A none root answers before existence is looked at: no
+				// oracle for what is there. A link out of the root must
+				// reach something, else O_CREAT through it is the way out.
+				if d = m.policy().Decide(policy.OpRead, pres.key); d.Allow {
+					var st unix.Stat_t
+					if unix.Stat(pres.key, &st) != nil {
+						d = denyEscapeDangling
+					}
 				}
 			}
-			escapes = true
+			if !d.Allow {
+				return nil, m.deny(ctx, "symlink", p, d)
+			}
 		}
 	}
 	if err := unix.Symlinkat(target, n.fd, name); err != nil {

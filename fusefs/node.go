@@ -21,16 +21,13 @@ import (
 
 // mount is the state one mount's nodes share.
 type mount struct {
-	root       string // canonical physical root
-	dev        uint64 // device of root; inode numbers on it are passed through
-	mountpoint string // as given
-	mountCanon string // canonical mountpoint
-	symlinks   SymlinkMode
-	pol        atomic.Pointer[policy.Policy]
-	log        *slog.Logger
-	session    string
-	stats      counters
-	watch      *watcher // nil when host changes are not watched
+	linkRules
+	dev     uint64 // device of root; inode numbers on it are passed through
+	pol     atomic.Pointer[policy.Policy]
+	log     *slog.Logger
+	session string
+	stats   counters
+	watch   *watcher // nil when host changes are not watched
 }
 
 // node is one backing object. It holds an O_PATH descriptor bound to the
@@ -248,7 +245,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return nil, toErrno(err)
 		}
 		pres := m.presentLink(dir, text)
-		if inside && m.symlinks == SymlinksContain && pres.kind == linkShow {
+		if m.shown(dir, pres) {
 			st.Size = int64(len(pres.text)) // lstat(2) shows the text's length
 			return n.addChild(ctx, fd, &st, "", p, out), 0
 		}
@@ -330,20 +327,16 @@ func (n *node) ensureWatched() {
 
 // serveInPlace answers a lookup of the symlink at p with the object it
 // reaches (DESIGN.md, "Symlinks"): the kernel is never handed a link whose
-// text leaves the mount. A dangling target is EACCES: a dangling escaping
-// link plus O_CREAT is the classic way out.
+// text leaves the mount.
 func (n *node) serveInPlace(ctx context.Context, p string, pres linkPresentation, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	m := n.m
-	if pres.kind == linkBroken {
-		return nil, m.deny(ctx, "lookup", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:unresolvable"})
-	}
-	if m.nestsMount(pres.key) {
-		return nil, m.deny(ctx, "lookup", p, denyNests)
+	if d := m.refusal(pres); !d.Allow {
+		return nil, m.deny(ctx, "lookup", p, d)
 	}
 	fd, err := openCanonical(pres.key)
 	if err != nil {
 		if err == syscall.ENOENT || err == syscall.ENOTDIR {
-			return nil, m.deny(ctx, "lookup", p, policy.Decision{Errno: syscall.EACCES, Rule: "symlink:dangling"})
+			return nil, m.deny(ctx, "lookup", p, denyDangling)
 		}
 		return nil, toErrno(err)
 	}
@@ -357,17 +350,6 @@ func (n *node) serveInPlace(ctx context.Context, p string, pres linkPresentation
 		return nil, toErrno(err)
 	}
 	return n.addChild(ctx, fd, &st, pres.key, pres.key, out), 0
-}
-
-// denyNests refuses to serve, in place of a link, a directory that holds the
-// mountpoint: the server's own calls below it would walk through its own
-// mount, where a rename deadlocks on the kernel's rename lock and every
-// descriptor pins the mount.
-var denyNests = policy.Decision{Errno: syscall.EACCES, Rule: "symlink:contains-mountpoint"}
-
-// nestsMount reports whether key is the mountpoint or one of its ancestors.
-func (m *mount) nestsMount(key string) bool {
-	return within(m.mountCanon, key) || within(m.mountpoint, key)
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {

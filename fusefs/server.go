@@ -71,13 +71,10 @@ func Mount(cfg Config) (*Server, error) {
 		logger = slog.Default()
 	}
 	m := &mount{
-		root:       root,
-		dev:        st.Dev,
-		mountpoint: filepath.Clean(cfg.Mountpoint),
-		mountCanon: mpCanon,
-		symlinks:   mode,
-		log:        logger,
-		session:    cfg.Session,
+		linkRules: linkRules{root: root, mountpoint: filepath.Clean(cfg.Mountpoint), mountCanon: mpCanon, symlinks: mode},
+		dev:       st.Dev,
+		log:       logger,
+		session:   cfg.Session,
 	}
 	m.pol.Store(cfg.Policy)
 	rootNode := m.newNode(rootFd, "", root)

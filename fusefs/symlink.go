@@ -2,9 +2,23 @@ package fusefs
 
 import (
 	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
 )
+
+// linkRules are the symlink rules of one mount (DESIGN.md, "Symlinks"): the
+// mount applies them on lookup and readlink, and PresentLink gives them to
+// callers that must answer as the mount would without walking it.
+type linkRules struct {
+	root       string // canonical physical root
+	mountpoint string // as given
+	mountCanon string // canonical mountpoint
+	symlinks   SymlinkMode
+}
 
 type linkKind uint8
 
@@ -27,10 +41,10 @@ type linkPresentation struct {
 // mapMountpoint maps a path under the mountpoint to the same path under the
 // root: tools inside the mount write absolute links from $PWD, and the
 // server must never walk its own mountpoint (it would call itself).
-func (m *mount) mapMountpoint(p string) string {
-	for _, mp := range [2]string{m.mountpoint, m.mountCanon} {
+func (r *linkRules) mapMountpoint(p string) string {
+	for _, mp := range [2]string{r.mountpoint, r.mountCanon} {
 		if within(p, mp) {
-			return m.root + p[len(mp):]
+			return r.root + p[len(mp):]
 		}
 	}
 	return p
@@ -40,9 +54,9 @@ func (m *mount) mapMountpoint(p string) string {
 // text is shown (DESIGN.md, "Symlinks"). In-root targets keep their text when
 // it is relative without "..", and are otherwise rewritten relative to dir;
 // both walk, inside the mount, to the physical object the host would reach.
-func (m *mount) presentLink(dir, text string) linkPresentation {
+func (r *linkRules) presentLink(dir, text string) linkPresentation {
 	plain := text != "" && !filepath.IsAbs(text) && !hasDotDot(text)
-	t := m.mapMountpoint(text)
+	t := r.mapMountpoint(text)
 	if !filepath.IsAbs(t) {
 		t = join(dir, t)
 	}
@@ -55,8 +69,8 @@ func (m *mount) presentLink(dir, text string) linkPresentation {
 		}
 		return linkPresentation{kind: linkBroken}
 	}
-	key = m.mapMountpoint(key)
-	if !within(key, m.root) {
+	key = r.mapMountpoint(key)
+	if !within(key, r.root) {
 		return linkPresentation{kind: linkInPlace, key: key}
 	}
 	if plain {
@@ -67,4 +81,73 @@ func (m *mount) presentLink(dir, text string) linkPresentation {
 		return linkPresentation{kind: linkBroken}
 	}
 	return linkPresentation{kind: linkShow, key: key, text: rel}
+}
+
+// shown reports whether a link in the physical directory dir, presented as
+// pres, stays a symlink in the mount; otherwise it is served in place of its
+// target (or refused).
+func (r *linkRules) shown(dir string, pres linkPresentation) bool {
+	return pres.kind == linkShow && r.symlinks == SymlinksContain && within(dir, r.root)
+}
+
+// refusal is the refusal of serving pres in place before its target is
+// opened: a target that cannot be walked, or one that holds the mountpoint
+// (the server's own calls below it would walk through its own mount, where
+// a rename deadlocks on the kernel's rename lock and every descriptor pins
+// the mount). Allow when neither applies.
+func (r *linkRules) refusal(pres linkPresentation) policy.Decision {
+	switch {
+	case pres.kind == linkBroken:
+		return policy.Decision{Errno: syscall.EACCES, Rule: "symlink:unresolvable"}
+	case within(r.mountCanon, pres.key) || within(r.mountpoint, pres.key):
+		return policy.Decision{Errno: syscall.EACCES, Rule: "symlink:contains-mountpoint"}
+	}
+	return policy.Decision{Allow: true}
+}
+
+// denyDangling refuses a link whose target outside the root is missing: a
+// dangling escaping link plus O_CREAT is the classic way out.
+var denyDangling = policy.Decision{Errno: syscall.EACCES, Rule: "symlink:dangling"}
+
+// LinkView is how a mount presents one symlink.
+type LinkView struct {
+	// Text is non-empty when the mount shows the link as a symlink: the
+	// text the kernel is handed, which it walks from the link's directory
+	// inside the mount (relative; in follow mode the text as stored).
+	Text string
+	// Key is the physical key of what the link reaches (identity.TargetKey,
+	// a path under the mountpoint mapped to the root); empty in follow mode
+	// and when Errno is set. Without Text, the mount serves Key in place of
+	// the link.
+	Key string
+	// Errno is non-zero when a lookup of the link fails in the mount:
+	// EACCES for a target that cannot be walked, holds the mountpoint, or
+	// is missing while not shown as a link.
+	Errno syscall.Errno
+}
+
+// PresentLink returns how a mount in mode of the canonical root at the
+// canonical mountpoint shows the symlink with the given text in the
+// canonical physical directory dir: what Lookup and Readlink answer, for a
+// caller that must answer as the mount would without walking it (the session
+// daemon must never be a client of its own mounts). Policy refusals (a none
+// root) are not applied. It walks the host (identity.TargetKey, stat(2)),
+// never the mount.
+func PresentLink(root, mountpoint string, mode SymlinkMode, dir, text string) LinkView {
+	if mode == SymlinksFollow {
+		return LinkView{Text: text}
+	}
+	r := linkRules{root: root, mountpoint: mountpoint, mountCanon: mountpoint, symlinks: mode}
+	pres := r.presentLink(dir, text)
+	if r.shown(dir, pres) {
+		return LinkView{Text: pres.text, Key: pres.key}
+	}
+	if d := r.refusal(pres); !d.Allow {
+		return LinkView{Errno: d.Errno}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(pres.key, &st); err != nil {
+		return LinkView{Errno: denyDangling.Errno}
+	}
+	return LinkView{Key: pres.key}
 }

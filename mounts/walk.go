@@ -18,8 +18,8 @@ import (
 // in a request to its own mount cannot be answered once the server is
 // killed, and the kernel then keeps the dying process (and the mount) stuck
 // until the connection is aborted by hand. So Chdir and Resolve walk the
-// backing tree on the host and apply the mount's presentation rules
-// themselves (DESIGN.md, "Symlinks"): the result is what the kernel would
+// backing tree on the host and ask fusefs.PresentLink how the mount shows
+// each symlink (DESIGN.md, "Symlinks"): the result is what the kernel would
 // reach in the mount.
 
 // mountWalk is the result of walking a path as a process in a session sees
@@ -121,27 +121,18 @@ func (v mountView) walk(ctx context.Context, cwdRel, path string) (mountWalk, er
 			}
 			continue
 		}
-		target, err := identity.TargetKey(p)
-		if err != nil {
-			return mountWalk{}, err
-		}
-		_, terr := os.Stat(target)
-		inRoot := within(target, v.root)
+		// The mount's own rules, from the same code (fusefs.PresentLink).
+		lv := fusefs.PresentLink(v.root, v.mp, v.symlinks, top, text)
 		switch {
-		case inRoot && v.symlinks == fusefs.SymlinksContain:
-			// Shown as a link that reaches the same object in the mount.
-			rel, _ := filepath.Rel(v.root, target)
-			frames = frames[:1]
-			todo = append(split(rel), todo...)
-		case terr == nil:
-			// Served in place, as its target.
-			frames = append(frames, frame{c, target})
-		case inRoot:
-			// resolve mode, dangling inside the root: nothing there.
-			return mountWalk{InMount: true, MountPath: v.mountPath(frames) + "/" + filepath.Clean(strings.Join(append([]string{c}, todo...), "/")), Key: target}, nil
+		case lv.Errno != 0:
+			return mountWalk{}, &fs.PathError{Op: "walk", Path: v.mountPath(frames) + "/" + c, Err: lv.Errno}
+		case lv.Text != "":
+			// Shown as a link: the kernel walks its (relative) text from
+			// this directory inside the mount.
+			todo = append(split(lv.Text), todo...)
 		default:
-			// A dangling link out of the root: refused by the mount.
-			return mountWalk{}, &fs.PathError{Op: "walk", Path: v.mountPath(frames) + "/" + c, Err: syscall.EACCES}
+			// Served in place, as its target.
+			frames = append(frames, frame{c, lv.Key})
 		}
 	}
 	last := frames[len(frames)-1].phys
