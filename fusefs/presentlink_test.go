@@ -19,10 +19,10 @@ func TestPresentLinkAgreesWithMount(t *testing.T) {
 		mntPath = filepath.Join(filepath.Dir(b), "mnt")
 		mkdirT(t, filepath.Join(b, "d"), 0o755)
 		writeFileT(t, filepath.Join(b, "d/f"), "in\n", 0o644)
-		symlinkT(t, "d/f", filepath.Join(b, "plain"))                       // shown as stored
-		symlinkT(t, filepath.Join(b, "d/f"), filepath.Join(b, "absin"))     // rewritten: "d/f"
+		symlinkT(t, "d/f", filepath.Join(b, "plain"))                        // shown as stored
+		symlinkT(t, filepath.Join(b, "d/f"), filepath.Join(b, "absin"))      // rewritten: "d/f"
 		symlinkT(t, filepath.Join(mntPath, "d"), filepath.Join(b, "viamnt")) // names the mountpoint: "d"
-		symlinkT(t, filepath.Join(outside, "f"), filepath.Join(b, "out"))   // served in place
+		symlinkT(t, filepath.Join(outside, "f"), filepath.Join(b, "out"))    // served in place
 		symlinkT(t, filepath.Join(outside, "nope"), filepath.Join(b, "dangling"))
 		symlinkT(t, filepath.Dir(b), filepath.Join(b, "up")) // holds the mountpoint
 		symlinkT(t, "loop", filepath.Join(b, "loop"))        // a loop stays a link
