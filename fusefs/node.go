@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,12 +40,12 @@ type node struct {
 	fs.Inode
 	m *mount
 
-	// file holds the O_PATH descriptor. An *os.File closes it when the node
+	// fd is the O_PATH descriptor, owned by desc: closed by release once
+	// the kernel is surely done with the node, or by a cleanup when the node
 	// is garbage collected, which covers nodes go-fuse drops in favour of an
-	// already-known inode with the same number; OnForget closes it as soon
-	// as the kernel is surely done with the node.
-	file *os.File
+	// already-known inode with the same number.
 	fd   int
+	desc *descriptor
 
 	// anchor is the physical path of a node served in place of a symlink
 	// (an escaping link in contain mode, any link in resolve mode). Its
@@ -118,8 +119,24 @@ func join(dir, name string) string {
 // newNode wraps an O_PATH fd; anchor is non-empty for nodes served in place
 // of a symlink.
 func (m *mount) newNode(fd int, anchor, origin string) *node {
-	return &node{m: m, file: os.NewFile(uintptr(fd), origin), fd: fd, anchor: anchor, origin: origin,
-		outside: !within(origin, m.root)}
+	d := &descriptor{fd: fd}
+	n := &node{m: m, fd: fd, desc: d, anchor: anchor, origin: origin, outside: !within(origin, m.root)}
+	runtime.AddCleanup(n, (*descriptor).close, d)
+	return n
+}
+
+// descriptor closes an fd exactly once, whoever asks first: closing a
+// number twice could close a descriptor reused meanwhile. (An *os.File would
+// do this too, at the cost of an fcntl(2) per node on the lookup path.)
+type descriptor struct {
+	fd     int
+	closed atomic.Bool
+}
+
+func (d *descriptor) close() {
+	if d.closed.CompareAndSwap(false, true) {
+		unix.Close(d.fd)
+	}
 }
 
 // stable is the go-fuse identity of a backing object. Inode numbers on the
@@ -215,7 +232,7 @@ func (n *node) release() {
 		if n.watched {
 			n.m.watch.remove(n)
 		}
-		n.file.Close()
+		n.desc.close()
 	})
 }
 

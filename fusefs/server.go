@@ -123,7 +123,7 @@ func Mount(cfg Config) (*Server, error) {
 		if m.watch != nil {
 			m.watch.close()
 		}
-		rootNode.file.Close()
+		rootNode.desc.close()
 		return nil, fmt.Errorf("mount %q: %w", cfg.Mountpoint, err)
 	}
 	if m.watch != nil {
@@ -292,7 +292,7 @@ func (s *Server) Wait() {
 		if s.m.watch != nil {
 			s.m.watch.close()
 		}
-		s.rootNode.file.Close()
+		s.rootNode.desc.close()
 	})
 }
 

@@ -81,16 +81,7 @@ func TestMain(m *testing.M) {
 func runHelper(action, path string) int {
 	switch action {
 	case "write":
-		err := os.WriteFile(path, []byte("x\n"), 0o644)
-		var errno syscall.Errno
-		switch {
-		case err == nil:
-			fmt.Println("ok")
-		case errors.As(err, &errno):
-			fmt.Println(errnoName(errno))
-		default:
-			fmt.Println(err)
-		}
+		printResult(os.WriteFile(path, []byte("x\n"), 0o644))
 		return 0
 	}
 	if action == "connect" || action == "signal" || action == "fd3" {
@@ -112,15 +103,7 @@ func runHelper(action, path string) int {
 		case "fd3":
 			_, err = syscall.Write(3, []byte("leak\n"))
 		}
-		var errno syscall.Errno
-		switch {
-		case err == nil:
-			fmt.Println("ok")
-		case errors.As(err, &errno):
-			fmt.Println(errnoName(errno))
-		default:
-			fmt.Println(err)
-		}
+		printResult(err)
 		return 0
 	}
 	if action == "hold" {
@@ -131,6 +114,19 @@ func runHelper(action, path string) int {
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper action", action)
 	return 2
+}
+
+// printResult prints "ok", the errno's name, or the error: a helper's answer.
+func printResult(err error) {
+	var errno syscall.Errno
+	switch {
+	case err == nil:
+		fmt.Println("ok")
+	case errors.As(err, &errno):
+		fmt.Println(errnoName(errno))
+	default:
+		fmt.Println(err)
+	}
 }
 
 // errnoName names the errnos the tests expect.
