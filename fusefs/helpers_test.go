@@ -159,9 +159,6 @@ func withPopulate(f func(t *testing.T, backing string)) mountOpt {
 	return func(s *mountSetup) { s.populate = append(s.populate, f) }
 }
 
-// withConfig lets a test change the fusefs.Config directly.
-func withConfig(f func(*fusefs.Config)) mountOpt { return func(s *mountSetup) { f(&s.cfg) } }
-
 // canonT returns the canonical path of p (the tests' own computation, not
 // identity's, so a bug there does not hide here).
 func canonT(t testing.TB, p string) string {

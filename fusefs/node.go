@@ -221,6 +221,7 @@ func (n *node) OnForget() {
 		return
 	}
 	time.AfterFunc(reviveWindow, func() {
+		//lint:ignore SA1019 OnForget says when the kernel dropped the inode; only Forgotten says whether a LOOKUP revived it since.
 		if n.Forgotten() {
 			n.release()
 		}

@@ -28,15 +28,6 @@ func openCanonical(path string) (int, error) {
 	})
 }
 
-// openBeneath opens rel below dirfd as O_PATH with no symlink and no escape
-// (openat2(2) RESOLVE_BENEATH).
-func openBeneath(dirfd int, rel string) (int, error) {
-	return unix.Openat2(dirfd, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-}
-
 // fstat stats the object fd names (an O_PATH fd included), not following it.
 func fstat(fd int, st *syscall.Stat_t) error {
 	var ust unix.Stat_t

@@ -33,4 +33,12 @@ if [ ! -c /dev/fuse ]; then
 	echo "ci-setup: /dev/fuse is missing and cannot be created: tests that mount will fail" >&2
 	exit 1
 fi
+# staticcheck for .ci/run, at the version it pins (STATICCHECK_VERSION).
+if [ -n "${STATICCHECK_VERSION:-}" ]; then
+	sc="$(go env GOPATH)/bin/staticcheck"
+	if ! "$sc" -version 2>/dev/null | grep -q "^staticcheck ${STATICCHECK_VERSION} "; then
+		echo "ci-setup: installing staticcheck ${STATICCHECK_VERSION}"
+		go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
+	fi
+fi
 echo "ci-setup: ok ($(fusermount3 -V 2>&1 | head -n1), $(git --version))"

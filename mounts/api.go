@@ -257,7 +257,8 @@ func Listen(path string) (*net.UnixListener, error) {
 		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
 	}
 	l.SetUnlinkOnClose(false)
-	if err := os.Chmod(tmpSock, 0o600); err == nil {
+	err = os.Chmod(tmpSock, 0o600)
+	if err == nil {
 		err = os.Rename(tmpSock, path)
 	}
 	if err != nil {
