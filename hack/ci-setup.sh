@@ -36,7 +36,7 @@ fi
 # staticcheck for .ci/run, at the version it pins (STATICCHECK_VERSION).
 if [ -n "${STATICCHECK_VERSION:-}" ]; then
 	sc="$(go env GOPATH)/bin/staticcheck"
-	if ! "$sc" -version 2>/dev/null | grep -q "^staticcheck ${STATICCHECK_VERSION} "; then
+	if ! "$sc" -version 2>/dev/null | grep -q "(${STATICCHECK_VERSION#v})"; then
 		echo "ci-setup: installing staticcheck ${STATICCHECK_VERSION}"
 		go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 	fi
