@@ -1,0 +1,144 @@
+package mounts
+
+// Where a session may be: its root and mountpoint against the daemon's own
+// files and the other sessions, and the root's identity over time.
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/identity"
+)
+
+// relation names how path a lies relative to path b (both clean, absolute):
+// "is", "is inside", "contains", or "" when they are apart.
+func relation(a, b string) string {
+	switch {
+	case a == b:
+		return "is"
+	case within(a, b):
+		return "is inside"
+	case within(b, a):
+		return "contains"
+	}
+	return ""
+}
+
+// checkPlace is checkPlaceLocked with m.mu taken.
+func (m *Manager) checkPlace(id, origin, root, mp, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checkPlaceLocked(id, origin, root, mp, key)
+}
+
+// checkPlaceLocked refuses to nest a new session id with physical root root
+// (origin as given) and canonical mountpoint key (mp as given; both empty to
+// check the root only) in the daemon's own files or mounts: a root equal
+// to, inside or containing the state directory, the mount base or another
+// session's mountpoint (the mount would serve the daemon's state or its own
+// mounts), and a mountpoint inside another session's physical root (the
+// mount would shadow part of that session's project, giving one path two
+// identities). Two sessions on overlapping roots are fine. m.mu is held.
+func (m *Manager) checkPlaceLocked(id, origin, root, mp, key string) error {
+	desc := fmt.Sprintf("root %q", origin)
+	if root != filepath.Clean(origin) {
+		desc += fmt.Sprintf(" (physical %s)", root)
+	}
+	if rel := relation(root, m.stateDir); rel != "" {
+		return errorf(CodeInvalid, "session %q: %s %s the state directory %s; a session may not serve the daemon's state", id, desc, rel, m.stateDir)
+	}
+	if rel := relation(root, m.mountBase); rel != "" {
+		return errorf(CodeInvalid, "session %q: %s %s the mount base %s; a session may not serve the daemon's mounts", id, desc, rel, m.mountBase)
+	}
+	others := make([]string, 0, len(m.mountpoints))
+	for other := range m.mountpoints {
+		others = append(others, other)
+	}
+	sort.Strings(others)
+	for _, other := range others {
+		if owner := m.mountpoints[other]; owner != id {
+			if rel := relation(root, other); rel != "" {
+				return errorf(CodeInvalid, "session %q: %s %s session %q's mountpoint %s; a session may not serve another session's mount", id, desc, rel, owner, other)
+			}
+		}
+	}
+	if key == "" {
+		return nil
+	}
+	owners := make([]string, 0, len(m.roots))
+	for owner := range m.roots {
+		owners = append(owners, owner)
+	}
+	sort.Strings(owners)
+	for _, owner := range owners {
+		if other := m.roots[owner]; owner != id && within(key, other) {
+			return errorf(CodeInvalid, "session %q: mountpoint %q is inside session %q's root %s; the mount would shadow part of that session's project", id, mp, owner, other)
+		}
+	}
+	return nil
+}
+
+// rootFileID returns the FileID of the directory root names itself (a
+// symlink there is an error, not followed).
+func rootFileID(root string) (identity.FileID, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(root, &st); err != nil {
+		return identity.FileID{}, errors.New(errnoText(err))
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return identity.FileID{}, errors.New("not a directory")
+	}
+	return identity.FileID{Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// checkRoot checks that s's physical root path still names the directory
+// its mount serves (the walks of Chdir and Resolve go by that path): when
+// the path is gone, ErrOriginGone; when it names another object (the host
+// moved the directory away and put another, or a symlink, in its place),
+// ErrRootChanged. s.mu is held.
+func (m *Manager) checkRoot(s *session) error {
+	fd, err := unix.Open(s.rec.Root, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT || err == unix.ENOTDIR {
+		return errorf(CodeOriginGone, "session %q: origin %s (physical %s) no longer exists; the working directory cannot be recovered", s.rec.ID, s.rec.Origin, s.rec.Root)
+	}
+	if err != nil {
+		return errorf(CodeInternal, "session %q: root %s: %v", s.rec.ID, s.rec.Root, errnoText(err))
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return errorf(CodeInternal, "session %q: root %s: %v", s.rec.ID, s.rec.Root, errnoText(err))
+	}
+	if got := (identity.FileID{Dev: st.Dev, Ino: st.Ino}); got != s.rootID {
+		what := "another directory"
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+		case unix.S_IFLNK:
+			what = "a symlink"
+		default:
+			what = "a non-directory"
+		}
+		return errorf(CodeRootChanged, "session %q: root %s is now %s, not the directory the mount serves (it was moved or replaced on the host); remove the session and create it again", s.rec.ID, s.rec.Root, what)
+	}
+	return nil
+}
+
+// checkNotInMount refuses a mountpoint at or below another session's
+// mountpoint (the walk would enter that mount).
+func (m *Manager) checkNotInMount(id, mp string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for other, owner := range m.mountpoints {
+		if owner != id && mp == other {
+			return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
+		}
+		if owner != id && within(mp, other) {
+			return errorf(CodeExists, "session %q: mountpoint %q is inside session %q's mount %s", id, mp, owner, other)
+		}
+	}
+	return nil
+}

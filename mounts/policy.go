@@ -1,0 +1,58 @@
+package mounts
+
+// A session's policy: compiled at Create, replaced by SetPolicy.
+
+import (
+	"context"
+
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// compilePolicy fills spec.Primary with root (refusing a different one) and
+// compiles it.
+func compilePolicy(id, root string, spec policy.Spec) (policy.Spec, *policy.Policy, error) {
+	if spec.Primary != "" {
+		c, err := identity.Canonical(spec.Primary)
+		if err != nil || c != root {
+			return spec, nil, errorf(CodeInvalid, "session %q: policy primary %q: must be empty or the session root %s", id, spec.Primary, root)
+		}
+	}
+	spec.Primary = root
+	pol, err := policy.Compile(spec)
+	if err != nil {
+		return spec, nil, errorf(CodeInvalid, "session %q: %v", id, err)
+	}
+	return spec, pol, nil
+}
+
+// SetPolicy replaces session id's policy: it compiles spec (Primary empty or
+// the session root), writes the record durably, then swaps the mount's
+// policy, so that every process's next operation sees it. On any error the
+// old policy stays in force, in the mount and in the record.
+//
+// Errors: ErrNotFound, ErrFailed, ErrInvalid (the policy does not compile),
+// CodeInternal (the record write failed).
+func (m *Manager) SetPolicy(ctx context.Context, id string, spec policy.Spec) (Session, error) {
+	s, err := m.locked(id, true)
+	if err != nil {
+		return Session{}, err
+	}
+	defer s.mu.Unlock()
+	if spec.Temp == nil {
+		spec.Temp = []string{s.rec.TmpDir} // as at Create
+	}
+	pspec, pol, err := compilePolicy(id, s.rec.Root, spec)
+	if err != nil {
+		return Session{}, err
+	}
+	rec := s.rec
+	rec.Policy = pspec
+	if err := m.writeRecord(rec); err != nil {
+		return Session{}, errorf(CodeInternal, "session %q: record: %v", id, err)
+	}
+	s.srv.SetPolicy(pol)
+	s.rec, s.pol = rec, pol
+	m.log.Info("session policy set", "session", id, "mode", pol.Mode())
+	return s.snapshot(), nil
+}

@@ -1,0 +1,126 @@
+package mounts
+
+// Remove: unmount a session and delete its state.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/fusefs"
+)
+
+// Remove unmounts session id, removes the mountpoint when Create made it,
+// and deletes its record, event log, intent and temp directory. A mount
+// still in use gives ErrBusy naming the holders, and the session stays;
+// force detaches a busy mount lazily (MNT_DETACH) instead. A mount already
+// gone (unmounted from outside) counts as unmounted. For a session whose
+// record was unreadable, a dead mount on its default mountpoint is cleared
+// (clearDeadDefaultMount).
+//
+// Errors: ErrNotFound, ErrBusy, CodeInternal.
+func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
+	s, err := m.locked(id, false)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	switch {
+	case s.srv != nil:
+		if err := s.srv.Unmount(force); err != nil {
+			var busy *fusefs.BusyError
+			if errors.As(err, &busy) {
+				return &Error{Code: CodeBusy, Message: fmt.Sprintf("session %q: %v (use force to detach lazily)", id, err), Err: err}
+			}
+			if mounted, merr := isMounted(s.rec.Mountpoint); merr != nil || mounted {
+				return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)
+			}
+			// Unmounted from outside (or its directory removed since):
+			// already done. The server stops once the kernel lets go of the
+			// connection (at once, or when a lazily detached mount's last
+			// holder leaves).
+			m.log.Info("remove: mount already gone", "session", id, "mountpoint", s.rec.Mountpoint)
+			go s.srv.Wait()
+		}
+		s.srv = nil
+	case s.unreadable:
+		m.clearDeadDefaultMount(id)
+	default:
+		if err := clearMount(s.rec.Mountpoint, force, false); err != nil {
+			return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)
+		}
+	}
+	if s.rec.MadeMountpoint {
+		if err := os.Remove(s.rec.Mountpoint); err != nil && !errors.Is(err, os.ErrNotExist) {
+			m.log.Warn("remove: mountpoint", "session", id, "mountpoint", s.rec.Mountpoint, "err", err)
+		}
+	}
+	if err := removeDurable(filepath.Join(m.sessDir, id+".json")); err != nil {
+		return errorf(CodeInternal, "session %q: delete record: %v", id, err)
+	}
+	s.events.close()
+	os.Remove(filepath.Join(m.sessDir, id+".events"))
+	os.Remove(filepath.Join(m.sessDir, id+".pending"))
+	os.RemoveAll(s.rec.TmpDir)
+	s.gone = true
+	m.mu.Lock()
+	delete(m.sessions, id)
+	delete(m.roots, id)
+	if m.mountpoints[s.rec.Mountpoint] == id {
+		delete(m.mountpoints, s.rec.Mountpoint)
+	}
+	m.mu.Unlock()
+	m.log.Info("session removed", "session", id, "force", force)
+	return nil
+}
+
+// isMounted reports whether something is mounted at mp.
+func isMounted(mp string) (bool, error) {
+	table, err := fusefs.MountTable()
+	if err != nil {
+		return false, err
+	}
+	_, ok := table[mp]
+	return ok, nil
+}
+
+// clearDeadDefaultMount clears a dead (ENOTCONN) FUSE mount on the default
+// mountpoint <mount-base>/<id> of a session whose record was unreadable (its
+// real mountpoint is unknown), and removes that directory when it is then
+// empty, unless another session uses that path. A live mount is left alone.
+func (m *Manager) clearDeadDefaultMount(id string) {
+	mp := filepath.Join(m.mountBase, id)
+	m.mu.Lock()
+	owner, taken := m.mountpoints[mp]
+	m.mu.Unlock()
+	if taken {
+		m.log.Info("remove: default mountpoint belongs to another session; left alone", "session", id, "mountpoint", mp, "owner", owner)
+		return
+	}
+	table, err := fusefs.MountTable()
+	if err != nil {
+		m.log.Warn("remove: mount table", "session", id, "err", err)
+		return
+	}
+	if e, ok := table[mp]; !ok || !strings.HasPrefix(e.FSType, "fuse") {
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(mp, &st); err != unix.ENOTCONN {
+		m.log.Info("remove: default mountpoint holds a live mount; left alone", "session", id, "mountpoint", mp)
+		return
+	}
+	if err := clearMount(mp, true, true); err != nil {
+		m.log.Warn("remove: clear dead mount", "session", id, "mountpoint", mp, "err", err)
+		return
+	}
+	// A wsfs mount in the daemon's mount base: the session's default
+	// mountpoint, which Create made (removed only when empty).
+	os.Remove(mp)
+	m.log.Info("remove: cleared a dead mount", "session", id, "mountpoint", mp)
+}

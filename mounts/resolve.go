@@ -1,0 +1,79 @@
+package mounts
+
+// Resolve: a path as a process in the session would use it.
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/policy"
+)
+
+// Resolve answers, for path as a process in session id would use it
+// (relative to the session's working directory inside the mount), its
+// display path, its in-mount path, its physical key and the policy's read
+// and write decisions on that key. The walk has the mount's semantics (see
+// mountWalk: symlinks as the mount presents them, ".." above the mount root
+// leaving it), so it agrees with what the kernel does there (`cat PATH` run
+// in the session's directory), and the key is the physical object the mount
+// serves. The display path follows resolver.Target's rule, in the mount's
+// namespace: the lexical join with the directory, or MountPath (Key when the
+// walk left the mount) when PATH has a ".." segment.
+//
+// Errors: ErrNotFound, ErrFailed, ErrOriginGone, ErrInvalid (a blank path,
+// or one the walk refuses: ENOTDIR, ELOOP, EACCES).
+func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, error) {
+	s, err := m.locked(id, true)
+	if err != nil {
+		return Resolution{}, err
+	}
+	defer s.mu.Unlock()
+	if _, err := m.validateCwd(s); err != nil {
+		return Resolution{}, err
+	}
+	if strings.TrimSpace(path) == "" {
+		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: the path is blank", id, path)
+	}
+	mp := s.rec.Mountpoint
+	cwd := inMount(mp, s.cwd)
+	w, err := m.view(s.rec.Root, mp, s.rec.Symlinks).walk(ctx, s.cwd, path)
+	if err := m.checkRoot(s); err != nil {
+		return Resolution{}, err // replaced during the walk: its answer is void
+	}
+	if err != nil {
+		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: %v", id, path, errnoText(err))
+	}
+	res := Resolution{Session: id, Path: path, Cwd: cwd, Key: w.Key}
+	if w.InMount {
+		res.MountPath = w.MountPath
+	}
+	switch {
+	case hasDotDot(path) && w.InMount:
+		res.Display = w.MountPath
+	case hasDotDot(path):
+		res.Display = w.Key
+	case filepath.IsAbs(path):
+		res.Display = filepath.Clean(path)
+	default:
+		res.Display = filepath.Join(cwd, path)
+	}
+	res.Read = decision(s.pol.Decide(policy.OpRead, res.Key))
+	res.Write = decision(s.pol.Decide(policy.OpWrite, res.Key))
+	return res, nil
+}
+
+// decision converts a policy.Decision to its JSON form.
+func decision(d policy.Decision) Decision {
+	out := Decision{Allow: d.Allow, Rule: d.Rule}
+	if d.Errno != 0 {
+		out.Errno = unix.ErrnoName(d.Errno)
+		if out.Errno == "" {
+			out.Errno = fmt.Sprintf("errno %d", int(d.Errno))
+		}
+	}
+	return out
+}

@@ -1,0 +1,163 @@
+package mounts
+
+// The types of the Manager's API: what Create takes and what the queries
+// return, as the JSON API prints them.
+
+import (
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// StateDir holds the session records, event logs and per-session temp
+	// directories; absolute. New creates it (mode 0700) when missing. One
+	// Manager at a time may use a state directory (an flock on
+	// StateDir/lock enforces it).
+	StateDir string
+	// MountBase is the parent of default mountpoints (<MountBase>/<id>);
+	// absolute. New creates it (mode 0755) when missing.
+	MountBase string
+	// Logger receives lifecycle lines and is handed to every mount for its
+	// denials; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Spec is what Create needs: one new session.
+type Spec struct {
+	// ID names the session: 1 to 64 of [A-Za-z0-9._-], not "." or "..".
+	ID string `json:"id"`
+	// Root is the project directory as the host spells it (the origin):
+	// absolute, an existing directory. The mount serves its physical path
+	// (identity.Canonical), so ".../link/.." means link's target's parent.
+	// The physical root may not be, be inside or contain the state
+	// directory, the mount base or another session's mountpoint; it may
+	// overlap another session's root.
+	Root string `json:"root"`
+	// Mountpoint is where to mount, absolute; empty means <MountBase>/<ID>.
+	// It is made when missing (and removed again by Remove); an existing one
+	// must be an empty directory. It may not be inside the root nor contain
+	// it, nor be inside another session's physical root.
+	Mountpoint string `json:"mountpoint,omitempty"`
+	// Policy is the session's policy. Primary may be left empty (it is set to
+	// the physical root); when given it must name the same directory.
+	Policy policy.Spec `json:"policy"`
+	// Symlinks is the symlink mode; empty means fusefs.SymlinksContain.
+	Symlinks fusefs.SymlinkMode `json:"symlinks,omitempty"`
+	// Parent, when set, names a session whose current working directory the
+	// new session starts in (it must lie inside the new session's root).
+	Parent string `json:"parent,omitempty"`
+	// Cwd, when set, is the starting working directory: relative to the
+	// mount root, absolute inside the mountpoint, or an absolute host path
+	// inside the root. At most one of Parent and Cwd may be set.
+	Cwd string `json:"cwd,omitempty"`
+}
+
+// Session is a snapshot of one session, as Get, List and Create return it
+// and as the API prints it.
+type Session struct {
+	ID string `json:"id"`
+	// Origin is the root as the client spelled it.
+	Origin string `json:"origin"`
+	// Root is the physical root the mount serves.
+	Root string `json:"root"`
+	// Mountpoint is the canonical mountpoint.
+	Mountpoint string `json:"mountpoint"`
+	// Mode is the policy's mode (defaults filled in).
+	Mode policy.Mode `json:"mode"`
+	// Policy is the policy spec in force (as given, Primary set to Root).
+	Policy   policy.Spec        `json:"policy"`
+	Symlinks fusefs.SymlinkMode `json:"symlinks"`
+	Parent   string             `json:"parent,omitempty"`
+	// Cwd is the current working directory as a path inside the mount, as
+	// last set (Get does not validate it; Manager.Cwd does).
+	Cwd string `json:"cwd"`
+	// CwdPhysical is Cwd's physical path on the host.
+	CwdPhysical string `json:"cwd_physical"`
+	// TmpDir is the session's private temp directory (mode 0700), used as
+	// TMPDIR by `wsfs exec`.
+	TmpDir  string    `json:"tmpdir"`
+	Created time.Time `json:"created"`
+	// State is "mounted", or "failed" when Recover could not mount the
+	// session again or could not read its record (Error says why; Remove
+	// still works).
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
+
+// The session states.
+const (
+	StateMounted = "mounted"
+	StateFailed  = "failed"
+)
+
+// WorkDir is a session's working directory, as Cwd and Chdir return it.
+type WorkDir struct {
+	Session string `json:"session"`
+	// Path is the directory inside the mount.
+	Path string `json:"path"`
+	// Physical is the directory's physical path on the host.
+	Physical string `json:"physical"`
+	// Changed is true when this call changed the directory (a cd to a new
+	// directory, or a recovery to the origin).
+	Changed bool `json:"changed"`
+	// Events are the events this call logged, oldest first: a "recover"
+	// when the old directory had vanished, then a "cd".
+	Events []Event `json:"events,omitempty"`
+}
+
+// Decision is a policy decision in JSON form.
+type Decision struct {
+	Allow bool `json:"allow"`
+	// Errno names the errno a denial gives ("EROFS", "EACCES", ...).
+	Errno string `json:"errno,omitempty"`
+	// Rule names the rule that decided (policy.Decision.Rule).
+	Rule string `json:"rule"`
+}
+
+// Resolution is Resolve's answer for one path.
+type Resolution struct {
+	Session string `json:"session"`
+	// Path is the path as asked.
+	Path string `json:"path"`
+	// Cwd is the session's directory (inside the mount) a relative path was
+	// resolved against.
+	Cwd string `json:"cwd"`
+	// Display is the path as a process in the session spells it: the
+	// lexical join with Cwd, or MountPath (Key when the walk left the
+	// mount) when the path has a ".." segment (resolver.Target.Display's
+	// rule, in the mount's namespace).
+	Display string `json:"display"`
+	// Key is the physical key on the host: the object the kernel reaches,
+	// or would create (identity.TargetKey).
+	Key string `json:"key"`
+	// MountPath is the object's path inside the mount; empty when the walk
+	// leaves the mount (an absolute path elsewhere, or ".." above the mount
+	// root), in which case FUSE never sees the access.
+	MountPath string `json:"mount_path,omitempty"`
+	// Read and Write are the policy's decisions on Key.
+	Read  Decision `json:"read"`
+	Write Decision `json:"write"`
+}
+
+// SessionStats are one mounted session's counters, for metrics.
+type SessionStats struct {
+	ID    string
+	Stats fusefs.Stats
+}
+
+// idPattern is the rule for session ids.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidID returns nil when id is a valid session id, else an ErrInvalid
+// naming the rule.
+func ValidID(id string) error {
+	if !idPattern.MatchString(id) || id == "." || id == ".." {
+		return errorf(CodeInvalid, "session id %q: must be 1 to 64 of A-Z a-z 0-9 . _ - and not \".\" or \"..\"", id)
+	}
+	return nil
+}
