@@ -1,6 +1,7 @@
 package mounts
 
-// Create: a session made in steps, undone as a whole on failure.
+// Create: a session made in small steps, each pushing its reversal on one
+// undo stack that runs, last first, when a later step fails.
 
 import (
 	"context"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
 )
 
 // undoStack collects the reversal of each step of a multi-step change.
@@ -41,50 +43,98 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Session, error) {
 	if err := ValidID(spec.ID); err != nil {
 		return Session{}, err
 	}
-	s := &session{creating: true}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return Session{}, errorf(CodeInternal, "session %q: the daemon is shutting down", spec.ID)
-	}
-	if _, ok := m.sessions[spec.ID]; ok {
-		m.mu.Unlock()
-		return Session{}, errorf(CodeExists, "session %q: already exists", spec.ID)
-	}
-	m.sessions[spec.ID] = s
-	m.mu.Unlock()
-
-	var mpKey string
-	err := m.create(ctx, spec, s, &mpKey)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err != nil {
-		delete(m.sessions, spec.ID)
-		delete(m.roots, spec.ID)
-		if mpKey != "" && m.mountpoints[mpKey] == spec.ID {
-			delete(m.mountpoints, mpKey)
-		}
+	c := &creation{m: m, spec: spec, id: spec.ID, s: &session{creating: true}}
+	if err := c.run(ctx); err != nil {
 		return Session{}, err
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.creating = false
-	m.log.Info("session created", "session", spec.ID, "root", s.rec.Root, "mountpoint", s.rec.Mountpoint)
+	m.log.Info("session created", "session", c.id, "root", s.rec.Root, "mountpoint", s.rec.Mountpoint)
 	return s.snapshot(), nil
 }
 
-// create does Create's work; *mpKey is set once the mountpoint is reserved.
-func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *string) (err error) {
-	id := spec.ID
-	var undo undoStack
+// creation is one Create in progress: what its steps found so far, and the
+// undo stack of what they did.
+type creation struct {
+	m    *Manager
+	spec Spec
+	id   string
+	s    *session // reserved under id in m.sessions, invisible until published
+	undo undoStack
+
+	origin   string // the root as given
+	root     string // its physical path
+	symlinks fusefs.SymlinkMode
+	pspec    policy.Spec
+	pol      *policy.Policy
+	startRel string // the starting directory, relative to the mount root
+	mp       string // the mountpoint as given (or the default)
+	key      string // its canonical path, reserved in m.mountpoints
+	existed  bool   // the mountpoint existed before Create
+
+	tmpDir     string
+	intentPath string
+	events     *eventLog
+	rootID     identity.FileID
+	srv        *fusefs.Server
+}
+
+// run does the steps in order; on the first error it undoes what the steps
+// before did and returns that error.
+func (c *creation) run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			undo.run()
+			c.undo.run()
 		}
 	}()
+	for _, step := range []func(context.Context) error{
+		c.reserveID,
+		c.resolveRoot,
+		c.compile,
+		c.startFromParent,
+		c.reserveMountpoint,
+		c.checkMountpoint,
+		c.makeState,
+		c.mount,
+		c.startDir,
+		c.publish,
+	} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	// The origin, resolved physically.
-	origin := spec.Root
+// reserveID takes the id in m.sessions (the session stays invisible to the
+// other calls while creating is set).
+func (c *creation) reserveID(ctx context.Context) error {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errorf(CodeInternal, "session %q: the daemon is shutting down", c.id)
+	}
+	if _, ok := m.sessions[c.id]; ok {
+		return errorf(CodeExists, "session %q: already exists", c.id)
+	}
+	m.sessions[c.id] = c.s
+	c.undo = append(c.undo, func() {
+		m.mu.Lock()
+		delete(m.sessions, c.id)
+		m.mu.Unlock()
+	})
+	return nil
+}
+
+// resolveRoot checks the origin and resolves it physically.
+func (c *creation) resolveRoot(ctx context.Context) error {
+	id, origin := c.id, c.spec.Root
+	c.origin = origin
 	switch {
 	case origin == "":
 		return errorf(CodeInvalid, "session %q: root is required", id)
@@ -92,7 +142,7 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 		return errorf(CodeInvalid, "session %q: root %q: must be an absolute path", id, origin)
 	}
 	// Refused before it is touched: the daemon does not walk its own mounts.
-	if err := m.checkPlace(id, origin, filepath.Clean(origin), "", ""); err != nil {
+	if err := c.m.checkPlace(id, origin, filepath.Clean(origin), "", ""); err != nil {
 		return err
 	}
 	fi, err := os.Stat(origin)
@@ -108,48 +158,60 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	if err != nil {
 		return errorf(CodeInvalid, "session %q: root %q: %v", id, origin, errnoText(err))
 	}
-	if err := m.checkPlace(id, origin, root, "", ""); err != nil {
-		return err
-	}
+	c.root = root
+	return c.m.checkPlace(id, origin, root, "", "")
+}
 
-	symlinks, err := fusefs.ParseSymlinkMode(string(spec.Symlinks))
+// compile parses the symlink mode and compiles the policy.
+func (c *creation) compile(ctx context.Context) error {
+	symlinks, err := fusefs.ParseSymlinkMode(string(c.spec.Symlinks))
 	if err != nil {
-		return errorf(CodeInvalid, "session %q: %v", id, err)
+		return errorf(CodeInvalid, "session %q: %v", c.id, err)
 	}
-	pspec, pol, err := compilePolicy(id, root, spec.Policy)
-	if err != nil {
-		return err
-	}
+	c.symlinks = symlinks
+	c.pspec, c.pol, err = compilePolicy(c.id, c.root, c.spec.Policy)
+	return err
+}
 
-	// The starting directory, from the parent (validated again once mounted).
+// startFromParent takes the starting directory from the parent (validated
+// again once mounted).
+func (c *creation) startFromParent(ctx context.Context) error {
+	id, spec := c.id, c.spec
 	if spec.Parent != "" && spec.Cwd != "" {
 		return errorf(CodeInvalid, "session %q: parent %q and cwd %q: give at most one", id, spec.Parent, spec.Cwd)
 	}
-	startRel := "."
-	if spec.Parent != "" {
-		if spec.Parent == id {
-			return errorf(CodeInvalid, "session %q: parent %q: a session cannot be its own parent", id, spec.Parent)
-		}
-		pd, perr := m.Cwd(ctx, spec.Parent)
-		if perr != nil {
-			if CodeOf(perr) == CodeNotFound {
-				return errorf(CodeInvalid, "session %q: parent %q: no such session", id, spec.Parent)
-			}
-			return errorf(CodeOf(perr), "session %q: parent: %v", id, perr)
-		}
-		if !within(pd.Physical, root) {
-			return errorf(CodeInvalid, "session %q: parent %q's directory %s is outside the root %s", id, spec.Parent, pd.Physical, root)
-		}
-		startRel, _ = filepath.Rel(root, pd.Physical)
+	c.startRel = "."
+	if spec.Parent == "" {
+		return nil
 	}
+	if spec.Parent == id {
+		return errorf(CodeInvalid, "session %q: parent %q: a session cannot be its own parent", id, spec.Parent)
+	}
+	pd, perr := c.m.Cwd(ctx, spec.Parent)
+	if perr != nil {
+		if CodeOf(perr) == CodeNotFound {
+			return errorf(CodeInvalid, "session %q: parent %q: no such session", id, spec.Parent)
+		}
+		return errorf(CodeOf(perr), "session %q: parent: %v", id, perr)
+	}
+	if !within(pd.Physical, c.root) {
+		return errorf(CodeInvalid, "session %q: parent %q's directory %s is outside the root %s", id, spec.Parent, pd.Physical, c.root)
+	}
+	c.startRel, _ = filepath.Rel(c.root, pd.Physical)
+	return nil
+}
 
-	// The mountpoint: checked, reserved, recorded as an intent, made.
-	mp := spec.Mountpoint
+// reserveMountpoint checks the mountpoint's place and reserves it (with the
+// root) at once, so that two creates in parallel cannot nest either.
+func (c *creation) reserveMountpoint(ctx context.Context) error {
+	m, id, root := c.m, c.id, c.root
+	mp := c.spec.Mountpoint
 	if mp == "" {
 		mp = filepath.Join(m.mountBase, id)
 	} else if !filepath.IsAbs(mp) {
 		return errorf(CodeInvalid, "session %q: mountpoint %q: must be an absolute path", id, mp)
 	}
+	c.mp = mp
 	if err := m.checkNotInMount(id, filepath.Clean(mp)); err != nil {
 		return err
 	}
@@ -168,32 +230,40 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	if err := m.checkNotInMount(id, key); err != nil {
 		return err
 	}
-	// Checked again and reserved at once, so that two creates in parallel
-	// cannot nest either.
 	m.mu.Lock()
-	owner, taken := m.mountpoints[key]
-	perr := m.checkPlaceLocked(id, origin, root, mp, key)
-	if !taken && perr == nil {
-		m.mountpoints[key] = id
-		m.roots[id] = root
-		*mpKey = key
-	}
-	m.mu.Unlock()
-	if taken {
+	defer m.mu.Unlock()
+	if owner, taken := m.mountpoints[key]; taken {
 		return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
 	}
-	if perr != nil {
-		return perr
+	if err := m.checkPlaceLocked(id, c.origin, root, mp, key); err != nil {
+		return err
 	}
+	m.mountpoints[key] = id
+	m.roots[id] = root
+	c.key = key
+	c.undo = append(c.undo, func() {
+		m.mu.Lock()
+		delete(m.roots, id)
+		if m.mountpoints[key] == id {
+			delete(m.mountpoints, key)
+		}
+		m.mu.Unlock()
+	})
+	return nil
+}
+
+// checkMountpoint checks that the mountpoint is not a mount point and is an
+// empty directory, or is missing with its parent present.
+func (c *creation) checkMountpoint(ctx context.Context) error {
+	id, mp, key := c.id, c.mp, c.key
 	if table, terr := fusefs.MountTable(); terr == nil && table[key] != (fusefs.MountEntry{}) {
 		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point", id, mp)
 	}
-	existed := false
 	switch fi, err := os.Lstat(key); {
 	case err == nil && !fi.IsDir():
 		return errorf(CodeInvalid, "session %q: mountpoint %q: not a directory", id, mp)
 	case err == nil:
-		existed = true
+		c.existed = true
 		if empty, eerr := dirEmpty(key); eerr != nil {
 			return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, errnoText(eerr))
 		} else if !empty {
@@ -202,25 +272,33 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	case !errors.Is(err, os.ErrNotExist):
 		return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, errnoText(err))
 	}
-	if !existed && !isDir(filepath.Dir(key)) {
+	if !c.existed && !isDir(filepath.Dir(key)) {
 		return errorf(CodeInvalid, "session %q: mountpoint %q: parent directory %s does not exist", id, mp, filepath.Dir(key))
 	}
 	if err := ctx.Err(); err != nil {
 		return errorf(CodeInternal, "session %q: create: %v", id, err)
 	}
+	return nil
+}
 
-	tmpDir := filepath.Join(m.tmpBase, id)
-	intentPath := filepath.Join(m.sessDir, id+".pending")
-	intent, _ := json.Marshal(pending{Mountpoint: key, Existed: existed, TmpDir: tmpDir})
+// makeState records the intent (so that a crash from here on is cleaned up
+// by Recover), then makes the mountpoint, the temp directory and the event
+// log.
+func (c *creation) makeState(ctx context.Context) error {
+	m, id, mp, key := c.m, c.id, c.mp, c.key
+	c.tmpDir = filepath.Join(m.tmpBase, id)
+	c.intentPath = filepath.Join(m.sessDir, id+".pending")
+	tmpDir, intentPath := c.tmpDir, c.intentPath
+	intent, _ := json.Marshal(pending{Mountpoint: key, Existed: c.existed, TmpDir: tmpDir})
 	if err := os.WriteFile(intentPath, intent, 0o600); err != nil {
 		return errorf(CodeInternal, "session %q: intent %s: %v", id, intentPath, errnoText(err))
 	}
-	undo = append(undo, func() { os.Remove(intentPath) })
-	if !existed {
+	c.undo = append(c.undo, func() { os.Remove(intentPath) })
+	if !c.existed {
 		if err := os.Mkdir(key, 0o755); err != nil {
 			return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, errnoText(err))
 		}
-		undo = append(undo, func() { os.Remove(key) })
+		c.undo = append(c.undo, func() { os.Remove(key) })
 	}
 	if err := os.RemoveAll(tmpDir); err != nil {
 		return errorf(CodeInternal, "session %q: temp directory %s: %v", id, tmpDir, errnoText(err))
@@ -228,36 +306,47 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	if err := os.Mkdir(tmpDir, 0o700); err != nil {
 		return errorf(CodeInternal, "session %q: temp directory %s: %v", id, tmpDir, errnoText(err))
 	}
-	undo = append(undo, func() { os.RemoveAll(tmpDir) })
+	c.undo = append(c.undo, func() { os.RemoveAll(tmpDir) })
 	eventsPath := filepath.Join(m.sessDir, id+".events")
 	events, _, err := openEventLog(eventsPath, true)
 	if err != nil {
 		return errorf(CodeInternal, "session %q: event log: %v", id, err)
 	}
-	undo = append(undo, func() { events.close(); os.Remove(eventsPath) })
+	c.events = events
+	c.undo = append(c.undo, func() { events.close(); os.Remove(eventsPath) })
+	return nil
+}
 
-	if spec.Policy.Temp == nil {
+// mount mounts the root (the policy compiled again with the session's temp
+// directory when the spec names none) and checks that the mount serves the
+// directory the root named before.
+func (c *creation) mount(ctx context.Context) error {
+	m, id, root, key := c.m, c.id, c.root, c.key
+	if c.spec.Policy.Temp == nil {
 		// The session's temp area is its own temp directory, not the
 		// host's /tmp shared by every session (and what exec --confine
 		// exports as TMPDIR). Compiled again now that it exists.
-		ps := spec.Policy
-		ps.Temp = []string{tmpDir}
-		if pspec, pol, err = compilePolicy(id, root, ps); err != nil {
+		ps := c.spec.Policy
+		ps.Temp = []string{c.tmpDir}
+		var err error
+		if c.pspec, c.pol, err = compilePolicy(id, root, ps); err != nil {
 			return err
 		}
 	}
 	rootID, err := rootFileID(root)
 	if err != nil {
-		return errorf(CodeInvalid, "session %q: root %q (physical %s): %v", id, origin, root, err)
+		return errorf(CodeInvalid, "session %q: root %q (physical %s): %v", id, c.origin, root, err)
 	}
+	c.rootID = rootID
 	srv, err := fusefs.Mount(fusefs.Config{
-		Root: root, Mountpoint: key, Policy: pol, Symlinks: symlinks,
+		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
 		Logger: m.log, Session: id,
 	})
 	if err != nil {
 		return errorf(CodeInternal, "session %q: mount %s on %s: %v", id, root, key, err)
 	}
-	undo = append(undo, func() {
+	c.srv = srv
+	c.undo = append(c.undo, func() {
 		if uerr := srv.Unmount(true); uerr != nil {
 			m.log.Error("undo create: unmount", "session", id, "mountpoint", key, "err", uerr)
 		}
@@ -267,33 +356,46 @@ func (m *Manager) create(ctx context.Context, spec Spec, s *session, mpKey *stri
 	if after, aerr := rootFileID(root); aerr != nil || after != rootID {
 		return errorf(CodeRootChanged, "session %q: root %s was replaced while it was being mounted", id, root)
 	}
+	return nil
+}
 
-	if spec.Cwd != "" || startRel != "." {
-		p := spec.Cwd
-		if p == "" {
-			p = startRel
-		}
-		rel, derr := m.dirInMount(ctx, m.view(root, key, symlinks), ".", p)
-		if derr != nil {
-			return errorf(CodeInvalid, "session %q: start directory: %v", id, derr)
-		}
-		startRel = rel
+// startDir resolves the starting directory (the spec's cwd, or the
+// parent's) inside the mount.
+func (c *creation) startDir(ctx context.Context) error {
+	if c.spec.Cwd == "" && c.startRel == "." {
+		return nil
 	}
+	p := c.spec.Cwd
+	if p == "" {
+		p = c.startRel
+	}
+	rel, derr := c.m.dirInMount(ctx, c.m.view(c.root, c.key, c.symlinks), ".", p)
+	if derr != nil {
+		return errorf(CodeInvalid, "session %q: start directory: %v", c.id, derr)
+	}
+	c.startRel = rel
+	return nil
+}
 
+// publish writes the record durably, drops the intent and fills in the
+// session (still invisible until Create clears creating).
+func (c *creation) publish(ctx context.Context) error {
+	m, id := c.m, c.id
 	rec := record{
-		Version: recordVersion, ID: id, Origin: origin, Root: root,
-		Mountpoint: key, MadeMountpoint: !existed, Policy: pspec,
-		Symlinks: symlinks, Parent: spec.Parent, StartCwd: startRel,
-		TmpDir: tmpDir, Created: time.Now().UTC().Truncate(time.Millisecond),
+		Version: recordVersion, ID: id, Origin: c.origin, Root: c.root,
+		Mountpoint: c.key, MadeMountpoint: !c.existed, Policy: c.pspec,
+		Symlinks: c.symlinks, Parent: c.spec.Parent, StartCwd: c.startRel,
+		TmpDir: c.tmpDir, Created: time.Now().UTC().Truncate(time.Millisecond),
 	}
 	if err := m.writeRecord(rec); err != nil {
 		return errorf(CodeInternal, "session %q: record: %v", id, err)
 	}
-	if rerr := os.Remove(intentPath); rerr != nil {
-		m.log.Warn("create: remove intent", "session", id, "path", intentPath, "err", rerr)
+	if rerr := os.Remove(c.intentPath); rerr != nil {
+		m.log.Warn("create: remove intent", "session", id, "path", c.intentPath, "err", rerr)
 	}
+	s := c.s
 	s.mu.Lock()
-	s.rec, s.srv, s.pol, s.events, s.cwd, s.rootID = rec, srv, pol, events, startRel, rootID
+	s.rec, s.srv, s.pol, s.events, s.cwd, s.rootID = rec, c.srv, c.pol, c.events, c.startRel, c.rootID
 	s.mu.Unlock()
 	return nil
 }
