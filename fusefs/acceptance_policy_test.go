@@ -9,10 +9,14 @@ package fusefs_test
 //	dangling escaping link (lookup, O_CREAT through it)            EACCES
 
 import (
+	"bufio"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -457,10 +461,11 @@ func TestPolicyReadOnlyMode(t *testing.T) {
 	runWops(t, "read-only mode (root)", writeKinds(mnt, filepath.Join(mnt, "sub"), syscall.EROFS, syscall.EROFS))
 	runWops(t, "read-only mode (sub)", writeKinds(filepath.Join(mnt, "sub"), mnt, syscall.EROFS, syscall.EROFS))
 	wantUnchanged(t, "backing in read-only mode", backing, before)
-	// DESIGN/issue: read-only mode mounts with "ro".
+	// DESIGN.md: never kernel-ro, so the server decides (and logs) and the
+	// policy can be widened live.
 	var sfs unix.Statfs_t
-	if err := unix.Statfs(mnt, &sfs); err == nil && sfs.Flags&unix.ST_RDONLY == 0 {
-		t.Errorf("statfs(mnt).f_flags = %#x, want ST_RDONLY (read-only mode mounts ro)", sfs.Flags)
+	if err := unix.Statfs(mnt, &sfs); err != nil || sfs.Flags&unix.ST_RDONLY != 0 {
+		t.Errorf("statfs(mnt).f_flags = %#x (%v), want no ST_RDONLY (read-only is decided by the server)", sfs.Flags, err)
 	}
 }
 
@@ -651,5 +656,110 @@ func TestSymlinksResolveMode(t *testing.T) {
 	wantErrno(t, "resolve mode: write abs", openErr(filepath.Join(mnt, "abs"), syscall.O_WRONLY, 0)(), syscall.EROFS)
 	if b, _ := os.ReadFile(filepath.Join(outside, "secret")); string(b) != "outside\n" {
 		t.Errorf("outside/secret changed: %q", b)
+	}
+}
+
+// syncBuffer is an io.Writer safe for the server's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPolicyLiveWidenNarrow: a session mounted read-only is not kernel-ro;
+// a running `while` loop (a child process) gets EROFS from the server
+// (logged with rule and pid, counted), its next write after the policy is
+// widened succeeds, and after narrowing again it fails with EROFS.
+func TestPolicyLiveWidenNarrow(t *testing.T) {
+	var logs syncBuffer
+	dir := canonT(t, t.TempDir())
+	backing, mnt := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
+	mkdirT(t, backing, 0o755)
+	mkdirT(t, mnt, 0o755)
+	spec := specFor(t, backing)
+	spec.Mode = policy.ModeReadOnly
+	srv := mountCfgT(t, fusefs.Config{Root: backing, Mountpoint: mnt, Session: "live",
+		Policy: compileT(t, spec), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+
+	// The loop reads a number per line and writes f<N> in the mount,
+	// answering "ok N" or "fail N <error>" (never chdir into the mount in
+	// this process: the child does).
+	loop := exec.Command("bash", "--noprofile", "--norc", "-c",
+		`cd "$1" || exit 9; echo "pid $$"; while read -r n; do if echo "$n" 2>/dev/null > "f$n"; then echo "ok $n"; else echo "fail $n"; fi; done`, "loop", mnt)
+	loop.Dir = "/"
+	in, err := loop.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := loop.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); loop.Wait() })
+	out := bufio.NewReader(outPipe)
+	readLine := func() string {
+		l, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("loop: %v (so far %q)", err, l)
+		}
+		return strings.TrimSuffix(l, "\n")
+	}
+	pidLine := readLine()
+	pid := strings.TrimPrefix(pidLine, "pid ")
+	step := func(n int, want string) {
+		t.Helper()
+		fmt.Fprintf(in, "%d\n", n)
+		if got := readLine(); !strings.HasPrefix(got, want) {
+			t.Errorf("write %d: loop said %q, want prefix %q", n, got, want)
+		}
+	}
+	step(1, "fail 1")
+	wide := spec
+	wide.Mode = policy.ModeWorkspaceWrite
+	srv.SetPolicy(compileT(t, wide))
+	step(2, "ok 2")
+	srv.SetPolicy(compileT(t, spec))
+	step(3, "fail 3")
+	if b, err := os.ReadFile(filepath.Join(backing, "f2")); err != nil || string(b) != "2\n" {
+		t.Errorf("backing/f2 = %q (%v), want \"2\\n\"", b, err)
+	}
+	for _, n := range []string{"f1", "f3"} {
+		if _, err := os.Lstat(filepath.Join(backing, n)); !os.IsNotExist(err) {
+			t.Errorf("backing/%s exists after a refused write (err=%v)", n, err)
+		}
+	}
+	// Both refusals were the server's (EROFS): logged with the session, the
+	// physical path, the rule and the loop's pid (echo and the redirection
+	// are bash's own, no fork), and counted.
+	var denials []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "msg=denied") && strings.Contains(l, "rule=primary:read-only") && strings.Contains(l, "errno=EROFS") {
+			denials = append(denials, l)
+		}
+	}
+	if len(denials) < 2 {
+		t.Errorf("want >= 2 logged EROFS denials with rule primary:read-only, got %d; log:\n%s", len(denials), logs.String())
+	}
+	for _, l := range denials {
+		if !strings.Contains(l, "pid="+pid) || !strings.Contains(l, "session=live") || !strings.Contains(l, "path="+backing+"/f") {
+			t.Errorf("denial line lacks session, physical path or caller pid (loop pid %s): %s", pid, l)
+		}
+	}
+	if st := srv.Stats(); st.Denials["primary:read-only"] < 2 {
+		t.Errorf("Stats().Denials = %v, want primary:read-only >= 2", st.Denials)
 	}
 }

@@ -114,9 +114,9 @@ func Mount(cfg Config) (*Server, error) {
 	if cfg.AllowOther {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
 	}
-	if !cfg.Policy.Writable() {
-		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
-	}
+	// Never kernel-"ro", even when nothing is writable: read-only is decided
+	// here (EROFS), so every denial is logged and counted and a read-only
+	// session can be widened live (DESIGN.md, "Policy", Live).
 	rootNode.ensureWatched()
 	srv, err := fs.Mount(cfg.Mountpoint, rootNode, opts)
 	if err != nil {
@@ -238,8 +238,8 @@ func (s *Server) Mountpoint() string { return s.m.mountpoint }
 
 // SetPolicy replaces the policy; the next operation of every process, already
 // running ones included, sees it. Files already open for write keep their
-// descriptor, as with chmod(2). A mount made read-only (a policy with nothing
-// writable) stays read-only.
+// descriptor, as with chmod(2). Both directions work: the mount is never
+// made kernel-read-only, so a read-only policy can be widened.
 func (s *Server) SetPolicy(p *policy.Policy) {
 	if p != nil {
 		s.m.pol.Store(p)

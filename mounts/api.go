@@ -85,7 +85,7 @@ func NewAPI(m *Manager, logger *slog.Logger) *API {
 	a.route("/v1/metrics", map[string]handler{http.MethodGet: a.serveMetrics})
 	a.route("/v1/sessions", map[string]handler{http.MethodGet: a.list, http.MethodPost: a.create})
 	a.route("/v1/sessions/{id}", map[string]handler{http.MethodGet: a.get, http.MethodDelete: a.remove})
-	a.route("/v1/sessions/{id}/policy", map[string]handler{http.MethodPut: a.setPolicy})
+	a.route("/v1/sessions/{id}/policy", map[string]handler{http.MethodPut: a.setPolicy, http.MethodPatch: a.patchPolicy})
 	a.route("/v1/sessions/{id}/cwd", map[string]handler{http.MethodGet: a.cwd, http.MethodPost: a.chdir})
 	a.route("/v1/sessions/{id}/resolve", map[string]handler{http.MethodGet: a.resolve})
 	a.route("/v1/sessions/{id}/events", map[string]handler{http.MethodGet: a.events})
@@ -387,6 +387,22 @@ func (a *API) setPolicy(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	s, err := a.m.SetPolicy(r.Context(), id, spec)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, s, nil
+}
+
+func (a *API) patchPolicy(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var p policy.Patch
+	if err := decodeBody(r, &p); err != nil {
+		return 0, nil, err
+	}
+	s, err := a.m.PatchPolicy(r.Context(), id, p)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -121,8 +121,8 @@ func (p *Policy) Spec() Spec {
 // Mode returns the policy's mode (never empty).
 func (p *Policy) Mode() Mode { return p.spec.Mode }
 
-// Writable reports whether any path can be written under p; a mount of a
-// policy with nothing writable is mounted read-only (EROFS from the kernel).
+// Writable reports whether any path can be written under p (informational:
+// mounts are never made kernel-read-only, so a policy can be widened live).
 // It is false only in read-only mode with no read-write additional root (the
 // temp area and the outside are read-only then too).
 func (p *Policy) Writable() bool { return p.writable }

@@ -342,18 +342,7 @@ func parseAddRoot(v string) (policy.Root, error) {
 // mergeRoot adds r to roots, replacing the access of a root with the same
 // physical path (a flag overrides the policy file).
 func mergeRoot(roots []policy.Root, r policy.Root) []policy.Root {
-	out := append([]policy.Root(nil), roots...)
-	for i, have := range out {
-		if have.Path == r.Path {
-			out[i].Access = r.Access
-			return out
-		}
-		if c, err := identity.Canonical(have.Path); err == nil && c == r.Path {
-			out[i] = r
-			return out
-		}
-	}
-	return append(out, r)
+	return policy.MergeRoot(roots, r)
 }
 
 // newUnmountCmd returns the `wsfs unmount` verb.

@@ -293,26 +293,64 @@ lazily. Stops at the first failure.`,
 
 // newSessionPolicyCmd returns `wsfs session policy`.
 func newSessionPolicyCmd() *cobra.Command {
-	var file string
+	var file, mode string
+	var addRoots, protect []string
 	cmd := &cobra.Command{
-		Use:   "policy ID --policy FILE",
-		Short: "Replace a session's policy, live",
-		Long: `Replace session ID's policy with FILE (JSON or YAML; primary may be left out,
-it is the session's root). Every process's next operation in the mount sees
-the new policy. A policy that does not compile is refused and the old one
-stays in force. Prints the session.`,
+		Use:   "policy ID [--policy FILE] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]...",
+		Short: "Change a session's policy, live",
+		Long: `Change session ID's policy, live: every process's next operation in the mount
+(already running ones included) sees the new policy, in either direction (a
+read-only session can be widened: mounts are never kernel read-only).
+
+With --policy FILE (JSON or YAML; primary may be left out, it is the
+session's root) the whole policy is replaced by FILE with the flags below
+applied to it. Without a file the flags change the policy in force:
+--mode replaces the mode, --add-root adds a root or changes the access of
+one naming the same directory, --protect adds a protected subpath. A policy
+that does not compile is refused and the old one stays in force. Prints the
+session.`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkID("session policy", args[0]); err != nil {
 				return err
 			}
-			spec, err := loadPolicySpec(file)
-			if err != nil {
-				return err
+			var patch policy.Patch
+			if cmd.Flags().Changed("mode") {
+				m, err := parseMode(mode)
+				if err != nil {
+					return err
+				}
+				patch.Mode = m
+			}
+			for _, ar := range addRoots {
+				r, err := parseAddRoot(ar)
+				if err != nil {
+					return err
+				}
+				patch.Additional = append(patch.Additional, r)
+			}
+			for _, p := range protect {
+				if p == "" || strings.HasPrefix(p, "/") {
+					return errUsage("--protect %q: must be a non-empty path relative to each root", p)
+				}
+				patch.Protected = append(patch.Protected, p)
+			}
+			if file == "" && patch.Empty() {
+				return errUsage("session policy: give --policy FILE, --mode, --add-root or --protect")
 			}
 			c := daemonClient(cmd)
 			defer c.Close()
-			s, err := c.SetPolicy(cmd.Context(), args[0], spec)
+			var s mounts.Session
+			var err error
+			if file != "" {
+				spec, lerr := loadPolicySpec(file)
+				if lerr != nil {
+					return lerr
+				}
+				s, err = c.SetPolicy(cmd.Context(), args[0], spec.Apply(patch))
+			} else {
+				s, err = c.PatchPolicy(cmd.Context(), args[0], patch)
+			}
 			if err != nil {
 				return apiFailure(cmd, err)
 			}
@@ -320,7 +358,11 @@ stays in force. Prints the session.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&file, "policy", "", "policy file (JSON or YAML)")
+	fl := cmd.Flags()
+	fl.StringVar(&file, "policy", "", "policy file (JSON or YAML) replacing the whole policy")
+	fl.StringVar(&mode, "mode", "", "sandbox mode: read-only, workspace-write, full-access")
+	fl.StringArrayVar(&addRoots, "add-root", nil, "add a root PATH=ro|rw|none, or change its access (repeatable)")
+	fl.StringArrayVar(&protect, "protect", nil, "protect SUBPATH of each writable root too (repeatable)")
 	return cmd
 }
 

@@ -171,6 +171,13 @@ func (c *Client) SetPolicy(ctx context.Context, id string, spec policy.Spec) (mo
 	return s, c.do(ctx, http.MethodPut, sessionPath(id, "/policy"), spec, &s)
 }
 
+// PatchPolicy changes some fields of session id's policy, live (PATCH
+// /v1/sessions/{id}/policy; policy.Patch says how each field applies).
+func (c *Client) PatchPolicy(ctx context.Context, id string, p policy.Patch) (mounts.Session, error) {
+	var s mounts.Session
+	return s, c.do(ctx, http.MethodPatch, sessionPath(id, "/policy"), p, &s)
+}
+
 // Cwd returns session id's working directory, validated (GET
 // /v1/sessions/{id}/cwd).
 func (c *Client) Cwd(ctx context.Context, id string) (mounts.WorkDir, error) {
