@@ -1,6 +1,7 @@
 package mounts
 
-// A session's policy: compiled at Create, replaced by SetPolicy.
+// A session's policy: compiled at Create, replaced by SetPolicy, changed by
+// PatchPolicy.
 
 import (
 	"context"
@@ -39,6 +40,33 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, spec policy.Spec) (S
 		return Session{}, err
 	}
 	defer s.mu.Unlock()
+	return m.applyPolicyLocked(s, id, spec)
+}
+
+// PatchPolicy changes some fields of session id's policy (policy.Patch: a
+// new mode, added or re-accessed additional roots, added protected
+// subpaths), live, as SetPolicy replaces all of it: the patched spec is
+// compiled, the record written durably, then the mount's policy swapped.
+// The read, patch and write happen under the session's lock, so two
+// concurrent patches both apply. An empty patch is refused (ErrInvalid).
+//
+// Errors: ErrNotFound, ErrFailed, ErrInvalid (empty patch, or the patched
+// policy does not compile), CodeInternal (the record write failed).
+func (m *Manager) PatchPolicy(ctx context.Context, id string, p policy.Patch) (Session, error) {
+	if p.Empty() {
+		return Session{}, errorf(CodeInvalid, "session %q: policy patch: empty (give mode, additional or protected)", id)
+	}
+	s, err := m.locked(id, true)
+	if err != nil {
+		return Session{}, err
+	}
+	defer s.mu.Unlock()
+	return m.applyPolicyLocked(s, id, s.rec.Policy.Apply(p))
+}
+
+// applyPolicyLocked compiles spec for s (locked by the caller), writes the
+// record, then swaps the mount's policy; on error nothing changed.
+func (m *Manager) applyPolicyLocked(s *session, id string, spec policy.Spec) (Session, error) {
 	if spec.Temp == nil {
 		spec.Temp = []string{s.rec.TmpDir} // as at Create
 	}
