@@ -17,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
 )
 
@@ -100,14 +101,6 @@ var (
 
 func (m *mount) policy() *policy.Policy { return m.pol.Load() }
 
-// within reports whether p is dir or below it; both are clean absolute paths.
-func within(p, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return p == dir || (len(p) > len(dir) && p[len(dir)] == '/' && p[:len(dir)] == dir)
-}
-
 // join appends a single name to a clean absolute directory path.
 func join(dir, name string) string {
 	if dir == "/" {
@@ -120,7 +113,7 @@ func join(dir, name string) string {
 // of a symlink.
 func (m *mount) newNode(fd int, anchor, origin string) *node {
 	d := &descriptor{fd: fd}
-	n := &node{m: m, fd: fd, desc: d, anchor: anchor, origin: origin, outside: !within(origin, m.root)}
+	n := &node{m: m, fd: fd, desc: d, anchor: anchor, origin: origin, outside: !identity.Within(origin, m.root)}
 	runtime.AddCleanup(n, (*descriptor).close, d)
 	return n
 }
@@ -255,9 +248,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	dir := n.phys()
 	p := join(dir, name)
-	inside := within(dir, m.root)
+	inside := identity.Within(dir, m.root)
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && m.symlinks != SymlinksFollow {
-		text, err := readlinkFd(fd)
+		text, err := identity.ReadlinkAt(fd, "")
 		if err != nil {
 			unix.Close(fd)
 			return nil, toErrno(err)
@@ -381,7 +374,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		return toErrno(err)
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && n.m.symlinks == SymlinksContain {
-		if text, err := readlinkFd(n.fd); err == nil {
+		if text, err := identity.ReadlinkAt(n.fd, ""); err == nil {
 			if pres := n.m.presentLink(filepath.Dir(n.where()), text); pres.kind == linkShow {
 				st.Size = int64(len(pres.text))
 			}
@@ -635,23 +628,10 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	return uint32(cnt), toErrno(err)
 }
 
-func readlinkFd(fd int) (string, error) {
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(fd, "", buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-	}
-}
-
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	m := n.m
 	m.stats.op(opReadlink)
-	text, err := readlinkFd(n.fd)
+	text, err := identity.ReadlinkAt(n.fd, "")
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -665,14 +645,4 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 		return nil, syscall.EACCES
 	}
 	return []byte(pres.text), 0
-}
-
-// hasDotDot reports whether a link text has a ".." component.
-func hasDotDot(text string) bool {
-	for _, c := range strings.Split(text, "/") {
-		if c == ".." {
-			return true
-		}
-	}
-	return false
 }

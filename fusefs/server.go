@@ -191,10 +191,10 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 	if fi, err := os.Stat(mpCanon); err != nil || !fi.IsDir() {
 		return "", "", fmt.Errorf("mountpoint %q: not a directory", mountpoint)
 	}
-	if within(mpCanon, rootCanon) {
+	if identity.Within(mpCanon, rootCanon) {
 		return "", "", fmt.Errorf("mountpoint %q is inside the root %q it would serve (a loop)", mountpoint, rootCanon)
 	}
-	if within(rootCanon, mpCanon) {
+	if identity.Within(rootCanon, mpCanon) {
 		return "", "", fmt.Errorf("root %q is inside the mountpoint %q", root, mountpoint)
 	}
 	if !nonEmpty {
@@ -424,7 +424,7 @@ func Holders(mountpoint string) []Holder {
 		comm, _ := os.ReadFile(dir + "/comm")
 		add := func(what, link string) bool {
 			t, err := os.Readlink(link)
-			if err == nil && within(t, mountpoint) {
+			if err == nil && identity.Within(t, mountpoint) {
 				hs = append(hs, Holder{PID: pid, Comm: strings.TrimSpace(string(comm)), What: what})
 				return true
 			}

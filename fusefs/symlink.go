@@ -43,7 +43,7 @@ type linkPresentation struct {
 // server must never walk its own mountpoint (it would call itself).
 func (r *linkRules) mapMountpoint(p string) string {
 	for _, mp := range [2]string{r.mountpoint, r.mountCanon} {
-		if within(p, mp) {
+		if identity.Within(p, mp) {
 			return r.root + p[len(mp):]
 		}
 	}
@@ -55,7 +55,7 @@ func (r *linkRules) mapMountpoint(p string) string {
 // it is relative without "..", and are otherwise rewritten relative to dir;
 // both walk, inside the mount, to the physical object the host would reach.
 func (r *linkRules) presentLink(dir, text string) linkPresentation {
-	plain := text != "" && !filepath.IsAbs(text) && !hasDotDot(text)
+	plain := text != "" && !filepath.IsAbs(text) && !identity.HasDotDot(text)
 	t := r.mapMountpoint(text)
 	if !filepath.IsAbs(t) {
 		t = join(dir, t)
@@ -70,7 +70,7 @@ func (r *linkRules) presentLink(dir, text string) linkPresentation {
 		return linkPresentation{kind: linkBroken}
 	}
 	key = r.mapMountpoint(key)
-	if !within(key, r.root) {
+	if !identity.Within(key, r.root) {
 		return linkPresentation{kind: linkInPlace, key: key}
 	}
 	if plain {
@@ -87,7 +87,7 @@ func (r *linkRules) presentLink(dir, text string) linkPresentation {
 // pres, stays a symlink in the mount; otherwise it is served in place of its
 // target (or refused).
 func (r *linkRules) shown(dir string, pres linkPresentation) bool {
-	return pres.kind == linkShow && r.symlinks == SymlinksContain && within(dir, r.root)
+	return pres.kind == linkShow && r.symlinks == SymlinksContain && identity.Within(dir, r.root)
 }
 
 // refusal is the refusal of serving pres in place before its target is
@@ -99,7 +99,7 @@ func (r *linkRules) refusal(pres linkPresentation) policy.Decision {
 	switch {
 	case pres.kind == linkBroken:
 		return policy.Decision{Errno: syscall.EACCES, Rule: "symlink:unresolvable"}
-	case within(r.mountCanon, pres.key) || within(r.mountpoint, pres.key):
+	case identity.Within(r.mountCanon, pres.key) || identity.Within(r.mountpoint, pres.key):
 		return policy.Decision{Errno: syscall.EACCES, Rule: "symlink:contains-mountpoint"}
 	}
 	return policy.Decision{Allow: true}

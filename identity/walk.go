@@ -97,7 +97,7 @@ func walk(ctx context.Context, op, path string, missingOK bool) (string, error) 
 			if links > MaxSymlinks {
 				return fail(unix.ELOOP)
 			}
-			target, err := readlink(next)
+			target, err := ReadlinkAt(unix.AT_FDCWD, next)
 			if err != nil {
 				return fail(errnoOf(err))
 			}
@@ -159,20 +159,4 @@ func child(dir, name string) string {
 		return "/" + name
 	}
 	return dir + "/" + name
-}
-
-// readlink returns the whole target of the link at p, growing the buffer
-// until it fits (a link target can be up to PATH_MAX bytes, or more on
-// some file systems).
-func readlink(p string) (string, error) {
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlink(p, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-	}
 }

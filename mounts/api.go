@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
 )
 
@@ -232,7 +233,7 @@ func Listen(path string) (*net.UnixListener, error) {
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
+		return nil, errorf(CodeInvalid, "socket %q: %v", path, identity.ErrnoText(err))
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
@@ -243,18 +244,18 @@ func Listen(path string) (*net.UnixListener, error) {
 			return nil, errorf(CodeExists, "socket %q: another daemon is listening on it", path)
 		}
 		if err := os.Remove(path); err != nil {
-			return nil, errorf(CodeInvalid, "socket %q: remove stale socket: %v", path, errnoText(err))
+			return nil, errorf(CodeInvalid, "socket %q: remove stale socket: %v", path, identity.ErrnoText(err))
 		}
 	}
 	tmp, err := os.MkdirTemp(dir, ".wsfs-sock-")
 	if err != nil {
-		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
+		return nil, errorf(CodeInvalid, "socket %q: %v", path, identity.ErrnoText(err))
 	}
 	defer os.RemoveAll(tmp)
 	tmpSock := filepath.Join(tmp, "s")
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmpSock, Net: "unix"})
 	if err != nil {
-		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
+		return nil, errorf(CodeInvalid, "socket %q: %v", path, identity.ErrnoText(err))
 	}
 	l.SetUnlinkOnClose(false)
 	err = os.Chmod(tmpSock, 0o600)
@@ -263,7 +264,7 @@ func Listen(path string) (*net.UnixListener, error) {
 	}
 	if err != nil {
 		l.Close()
-		return nil, errorf(CodeInvalid, "socket %q: %v", path, errnoText(err))
+		return nil, errorf(CodeInvalid, "socket %q: %v", path, identity.ErrnoText(err))
 	}
 	return l, nil
 }

@@ -150,13 +150,13 @@ func (c *creation) resolveRoot(ctx context.Context) error {
 	case errors.Is(err, os.ErrNotExist):
 		return errorf(CodeInvalid, "session %q: root %q: no such directory", id, origin)
 	case err != nil:
-		return errorf(CodeInvalid, "session %q: root %q: %v", id, origin, errnoText(err))
+		return errorf(CodeInvalid, "session %q: root %q: %v", id, origin, identity.ErrnoText(err))
 	case !fi.IsDir():
 		return errorf(CodeInvalid, "session %q: root %q: not a directory", id, origin)
 	}
 	root, err := identity.Canonical(origin)
 	if err != nil {
-		return errorf(CodeInvalid, "session %q: root %q: %v", id, origin, errnoText(err))
+		return errorf(CodeInvalid, "session %q: root %q: %v", id, origin, identity.ErrnoText(err))
 	}
 	c.root = root
 	return c.m.checkPlace(id, origin, root, "", "")
@@ -194,7 +194,7 @@ func (c *creation) startFromParent(ctx context.Context) error {
 		}
 		return errorf(CodeOf(perr), "session %q: parent: %v", id, perr)
 	}
-	if !within(pd.Physical, c.root) {
+	if !identity.Within(pd.Physical, c.root) {
 		return errorf(CodeInvalid, "session %q: parent %q's directory %s is outside the root %s", id, spec.Parent, pd.Physical, c.root)
 	}
 	c.startRel, _ = filepath.Rel(c.root, pd.Physical)
@@ -217,14 +217,14 @@ func (c *creation) reserveMountpoint(ctx context.Context) error {
 	}
 	key, err := identity.TargetKey(mp)
 	if err != nil {
-		return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, errnoText(err))
+		return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, identity.ErrnoText(err))
 	}
 	switch {
-	case within(key, root):
+	case identity.Within(key, root):
 		return errorf(CodeInvalid, "session %q: mountpoint %q is inside the root %s (the mount would contain itself)", id, mp, root)
-	case within(root, key):
+	case identity.Within(root, key):
 		return errorf(CodeInvalid, "session %q: mountpoint %q contains the root %s", id, mp, root)
-	case within(key, m.stateDir) || within(m.stateDir, key):
+	case identity.Within(key, m.stateDir) || identity.Within(m.stateDir, key):
 		return errorf(CodeInvalid, "session %q: mountpoint %q overlaps the state directory %s", id, mp, m.stateDir)
 	}
 	if err := m.checkNotInMount(id, key); err != nil {
@@ -265,12 +265,12 @@ func (c *creation) checkMountpoint(ctx context.Context) error {
 	case err == nil:
 		c.existed = true
 		if empty, eerr := dirEmpty(key); eerr != nil {
-			return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, errnoText(eerr))
+			return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, identity.ErrnoText(eerr))
 		} else if !empty {
 			return errorf(CodeInvalid, "session %q: mountpoint %q: not empty", id, mp)
 		}
 	case !errors.Is(err, os.ErrNotExist):
-		return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, errnoText(err))
+		return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, identity.ErrnoText(err))
 	}
 	if !c.existed && !isDir(filepath.Dir(key)) {
 		return errorf(CodeInvalid, "session %q: mountpoint %q: parent directory %s does not exist", id, mp, filepath.Dir(key))
@@ -291,20 +291,20 @@ func (c *creation) makeState(ctx context.Context) error {
 	tmpDir, intentPath := c.tmpDir, c.intentPath
 	intent, _ := json.Marshal(pending{Mountpoint: key, Existed: c.existed, TmpDir: tmpDir})
 	if err := os.WriteFile(intentPath, intent, 0o600); err != nil {
-		return errorf(CodeInternal, "session %q: intent %s: %v", id, intentPath, errnoText(err))
+		return errorf(CodeInternal, "session %q: intent %s: %v", id, intentPath, identity.ErrnoText(err))
 	}
 	c.undo = append(c.undo, func() { os.Remove(intentPath) })
 	if !c.existed {
 		if err := os.Mkdir(key, 0o755); err != nil {
-			return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, errnoText(err))
+			return errorf(CodeInvalid, "session %q: mountpoint %q: %v", id, mp, identity.ErrnoText(err))
 		}
 		c.undo = append(c.undo, func() { os.Remove(key) })
 	}
 	if err := os.RemoveAll(tmpDir); err != nil {
-		return errorf(CodeInternal, "session %q: temp directory %s: %v", id, tmpDir, errnoText(err))
+		return errorf(CodeInternal, "session %q: temp directory %s: %v", id, tmpDir, identity.ErrnoText(err))
 	}
 	if err := os.Mkdir(tmpDir, 0o700); err != nil {
-		return errorf(CodeInternal, "session %q: temp directory %s: %v", id, tmpDir, errnoText(err))
+		return errorf(CodeInternal, "session %q: temp directory %s: %v", id, tmpDir, identity.ErrnoText(err))
 	}
 	c.undo = append(c.undo, func() { os.RemoveAll(tmpDir) })
 	eventsPath := filepath.Join(m.sessDir, id+".events")

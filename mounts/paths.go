@@ -3,23 +3,12 @@ package mounts
 // Small path and error helpers shared by the files of this package.
 
 import (
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 
 	"github.com/wsfs/wsfs/identity"
 )
-
-// within reports whether p is dir or lies below it (both clean, absolute).
-func within(p, dir string) bool {
-	if dir == "/" {
-		return strings.HasPrefix(p, "/")
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
 
 // inMount returns the path inside mountpoint mp of rel ("." is mp).
 func inMount(mp, rel string) string {
@@ -61,14 +50,4 @@ func dirEmpty(dir string) (bool, error) {
 func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
-}
-
-// errnoText returns the text of err's errno when it wraps one (e.g. "no such
-// file or directory"), else err's own text.
-func errnoText(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno.Error()
-	}
-	return err.Error()
 }

@@ -20,9 +20,9 @@ func relation(a, b string) string {
 	switch {
 	case a == b:
 		return "is"
-	case within(a, b):
+	case identity.Within(a, b):
 		return "is inside"
-	case within(b, a):
+	case identity.Within(b, a):
 		return "contains"
 	}
 	return ""
@@ -75,7 +75,7 @@ func (m *Manager) checkPlaceLocked(id, origin, root, mp, key string) error {
 	}
 	sort.Strings(owners)
 	for _, owner := range owners {
-		if other := m.roots[owner]; owner != id && within(key, other) {
+		if other := m.roots[owner]; owner != id && identity.Within(key, other) {
 			return errorf(CodeInvalid, "session %q: mountpoint %q is inside session %q's root %s; the mount would shadow part of that session's project", id, mp, owner, other)
 		}
 	}
@@ -87,7 +87,7 @@ func (m *Manager) checkPlaceLocked(id, origin, root, mp, key string) error {
 func rootFileID(root string) (identity.FileID, error) {
 	var st unix.Stat_t
 	if err := unix.Lstat(root, &st); err != nil {
-		return identity.FileID{}, errors.New(errnoText(err))
+		return identity.FileID{}, errors.New(identity.ErrnoText(err))
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return identity.FileID{}, errors.New("not a directory")
@@ -106,12 +106,12 @@ func (m *Manager) checkRoot(s *session) error {
 		return errorf(CodeOriginGone, "session %q: origin %s (physical %s) no longer exists; the working directory cannot be recovered", s.rec.ID, s.rec.Origin, s.rec.Root)
 	}
 	if err != nil {
-		return errorf(CodeInternal, "session %q: root %s: %v", s.rec.ID, s.rec.Root, errnoText(err))
+		return errorf(CodeInternal, "session %q: root %s: %v", s.rec.ID, s.rec.Root, identity.ErrnoText(err))
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return errorf(CodeInternal, "session %q: root %s: %v", s.rec.ID, s.rec.Root, errnoText(err))
+		return errorf(CodeInternal, "session %q: root %s: %v", s.rec.ID, s.rec.Root, identity.ErrnoText(err))
 	}
 	if got := (identity.FileID{Dev: st.Dev, Ino: st.Ino}); got != s.rootID {
 		what := "another directory"
@@ -136,7 +136,7 @@ func (m *Manager) checkNotInMount(id, mp string) error {
 		if owner != id && mp == other {
 			return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
 		}
-		if owner != id && within(mp, other) {
+		if owner != id && identity.Within(mp, other) {
 			return errorf(CodeExists, "session %q: mountpoint %q is inside session %q's mount %s", id, mp, owner, other)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
 )
 
@@ -41,7 +42,7 @@ const recoverWorkers = 4
 func (m *Manager) Recover(ctx context.Context) error {
 	entries, err := os.ReadDir(m.sessDir)
 	if err != nil {
-		return errorf(CodeInternal, "state directory %s: %v", m.sessDir, errnoText(err))
+		return errorf(CodeInternal, "state directory %s: %v", m.sessDir, identity.ErrnoText(err))
 	}
 	have := map[string]bool{}
 	var ids []string
@@ -170,7 +171,7 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	s.events = events
 	if n := len(list); n > 0 {
 		to := list[n-1].To
-		if rel, rerr := filepath.Rel(rec.Mountpoint, to); rerr == nil && within(to, rec.Mountpoint) {
+		if rel, rerr := filepath.Rel(rec.Mountpoint, to); rerr == nil && identity.Within(to, rec.Mountpoint) {
 			s.cwd = rel
 		}
 	}
@@ -186,11 +187,11 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 			return fail("mountpoint %s: no such directory", rec.Mountpoint)
 		}
 		if err := os.Mkdir(rec.Mountpoint, 0o755); err != nil {
-			return fail("mountpoint %s: %v", rec.Mountpoint, errnoText(err))
+			return fail("mountpoint %s: %v", rec.Mountpoint, identity.ErrnoText(err))
 		}
 	}
 	if err := os.MkdirAll(rec.TmpDir, 0o700); err != nil {
-		return fail("temp directory %s: %v", rec.TmpDir, errnoText(err))
+		return fail("temp directory %s: %v", rec.TmpDir, identity.ErrnoText(err))
 	}
 	pol, err := policy.Compile(rec.Policy)
 	if err != nil {

@@ -4,13 +4,11 @@ package mounts
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/resolver"
 )
 
 // Resolve answers, for path as a process in session id would use it
@@ -45,22 +43,19 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 		return Resolution{}, err // replaced during the walk: its answer is void
 	}
 	if err != nil {
-		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: %v", id, path, errnoText(err))
+		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: %v", id, path, identity.ErrnoText(err))
 	}
 	res := Resolution{Session: id, Path: path, Cwd: cwd, Key: w.Key}
 	if w.InMount {
 		res.MountPath = w.MountPath
 	}
-	switch {
-	case hasDotDot(path) && w.InMount:
-		res.Display = w.MountPath
-	case hasDotDot(path):
-		res.Display = w.Key
-	case filepath.IsAbs(path):
-		res.Display = filepath.Clean(path)
-	default:
-		res.Display = filepath.Join(cwd, path)
+	// The resolver's rule, in the mount's namespace: the object is named by
+	// its path inside the mount while the walk stayed there.
+	name := w.Key
+	if w.InMount {
+		name = w.MountPath
 	}
+	res.Display = resolver.Display(cwd, path, name)
 	res.Read = decision(s.pol.Decide(policy.OpRead, res.Key))
 	res.Write = decision(s.pol.Decide(policy.OpWrite, res.Key))
 	return res, nil
@@ -70,10 +65,7 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 func decision(d policy.Decision) Decision {
 	out := Decision{Allow: d.Allow, Rule: d.Rule}
 	if d.Errno != 0 {
-		out.Errno = unix.ErrnoName(d.Errno)
-		if out.Errno == "" {
-			out.Errno = fmt.Sprintf("errno %d", int(d.Errno))
-		}
+		out.Errno = identity.ErrnoName(d.Errno)
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
 )
 
@@ -158,7 +159,7 @@ func readRecord(path string) (record, error) {
 	var r record
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return r, errors.New(errnoText(err))
+		return r, errors.New(identity.ErrnoText(err))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return r, errors.New("empty file")

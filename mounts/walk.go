@@ -158,7 +158,7 @@ func (v mountView) mountPath(frames []frame) string {
 // walk its own mounts).
 func (v mountView) hostWalk(path string) (mountWalk, error) {
 	clean := filepath.Clean(path)
-	if within(clean, v.mp) {
+	if identity.Within(clean, v.mp) {
 		return v.walk(context.Background(), "", clean)
 	}
 	if v.avoid != nil {
@@ -186,15 +186,4 @@ func split(p string) []string {
 		}
 	}
 	return out
-}
-
-// hasDotDot reports whether p has a ".." segment ("/" or "\" separated), the
-// resolver's rule for when a lexical display path could name another object.
-func hasDotDot(p string) bool {
-	for _, c := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if c == ".." {
-			return true
-		}
-	}
-	return false
 }

@@ -26,7 +26,7 @@ func (m *Manager) servedMount(path string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for mp := range m.mountpoints {
-		if within(path, mp) {
+		if identity.Within(path, mp) {
 			return mp, true
 		}
 	}
@@ -52,9 +52,9 @@ func (m *Manager) dirInMount(ctx context.Context, v mountView, curRel, path stri
 		}
 		key, err := identity.TargetKey(path)
 		if err != nil {
-			return "", fmt.Errorf("%q: %v", path, errnoText(err))
+			return "", fmt.Errorf("%q: %v", path, identity.ErrnoText(err))
 		}
-		if !within(key, v.root) {
+		if !identity.Within(key, v.root) {
 			return "", fmt.Errorf("%q resolves to %s, outside the session's root %s (not reachable inside the mount)", path, key, v.root)
 		}
 		rel, _ := filepath.Rel(v.root, key)
@@ -63,7 +63,7 @@ func (m *Manager) dirInMount(ctx context.Context, v mountView, curRel, path stri
 	w, err := v.walk(ctx, curRel, walk)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%q: %v", path, errnoText(err))
+		return "", fmt.Errorf("%q: %v", path, identity.ErrnoText(err))
 	case !w.InMount:
 		return "", fmt.Errorf("%q resolves to %s, outside the session's mount %s", path, w.Key, v.mp)
 	case !w.Exists:

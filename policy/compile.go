@@ -210,9 +210,9 @@ func (c *compiler) checkOverlap() error {
 			switch {
 			case roots[i] == roots[j]:
 				how = "is the same directory as"
-			case within(roots[j], roots[i]):
+			case identity.Within(roots[j], roots[i]):
 				how = "is inside"
-			case within(roots[i], roots[j]):
+			case identity.Within(roots[i], roots[j]):
 				how = "contains"
 			default:
 				continue
@@ -455,7 +455,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// oneLine keeps an error message on one line.
+// oneLine keeps all of an error message on one line (newlines become
+// spaces; the CLI's firstLine, by contrast, keeps only the first line).
 func oneLine(err error) string {
 	return strings.ReplaceAll(err.Error(), "\n", " ")
 }

@@ -3,6 +3,8 @@ package policy
 import (
 	"strings"
 	"syscall"
+
+	"github.com/wsfs/wsfs/identity"
 )
 
 // kind is the kind of area a path falls in; it names the rule.
@@ -255,19 +257,19 @@ func (p *Policy) decide(op Op, path string) (Decision, *area, bool) {
 func (p *Policy) lookupScan(path string, checkAncestor bool) (a *area, g *guard, above bool) {
 	a = &p.outside
 	for i := range p.areas {
-		if within(path, p.areas[i].path) {
+		if identity.Within(path, p.areas[i].path) {
 			a = &p.areas[i]
 			break
 		}
 	}
 	for _, g := range p.inner {
-		if within(path, g.key) {
+		if identity.Within(path, g.key) {
 			return a, g, false
 		}
 	}
 	if checkAncestor {
 		for i := range p.guards {
-			if within(p.guards[i].key, path) {
+			if identity.Within(p.guards[i].key, path) {
 				return a, &p.guards[i], true
 			}
 		}
@@ -300,17 +302,6 @@ func (p *Policy) lookupIndex(path string, checkAncestor bool) (a *area, g *guard
 		above = g != nil
 	}
 	return a, g, above
-}
-
-// within reports whether path is root or inside it, on "/" boundaries.
-func within(path, root string) bool {
-	if root == "/" {
-		return true
-	}
-	if len(path) < len(root) || path[:len(root)] != root {
-		return false
-	}
-	return len(path) == len(root) || path[len(root)] == '/'
 }
 
 // canonical reports whether an absolute path has no empty, "." or ".."

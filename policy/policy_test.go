@@ -350,7 +350,7 @@ func TestMostSpecific(t *testing.T) {
 		{Path: filepath.Join(root, "ro"), Access: AccessReadOnly},
 	}})
 	assert.Equal(t, DefaultTemp(), p.Spec().Temp)
-	require.True(t, within(root, DefaultTemp()[0]), "the test tree must be under the temp area")
+	require.True(t, identity.Within(root, DefaultTemp()[0]), "the test tree must be under the temp area")
 	runChecks(t, p, root, []check{
 		{OpCreate, "proj/f", allow("primary:read-write")},
 		{OpCreate, "ro/f", deny(syscall.EROFS, "additional:read-only")},

@@ -68,10 +68,9 @@ func (r *Resolver) Resolve(ctx context.Context, path string, opts Options) (Targ
 		return Target{}, fmt.Errorf("resolve %q: path is blank", path)
 	}
 
-	walked, display := path, filepath.Clean(path)
-	dotdot := hasDotDot(path)
+	walked, base := path, ""
 	if !filepath.IsAbs(path) {
-		base := opts.Cwd
+		base = opts.Cwd
 		if base == "" {
 			base = r.Default
 		}
@@ -84,8 +83,6 @@ func (r *Resolver) Resolve(ctx context.Context, path string, opts Options) (Targ
 		// Not filepath.Join: cleaning would fold "link/.." lexically
 		// before the walk sees it.
 		walked = base + "/" + path
-		display = filepath.Join(base, path)
-		dotdot = dotdot || hasDotDot(base)
 	}
 
 	key, err := identity.TargetKeyContext(ctx, walked)
@@ -99,10 +96,29 @@ func (r *Resolver) Resolve(ctx context.Context, path string, opts Options) (Targ
 		}
 		return Target{}, err
 	}
-	if dotdot {
-		display = key
+	return Target{Display: Display(base, path, key), Key: key}, nil
+}
+
+// Display is the display-path rule (DESIGN.md, "Display path") for path
+// resolved against the absolute directory base (ignored when path is
+// absolute) to key: filepath.Join(base, path), or filepath.Clean(path) when
+// path is absolute, except that when base or path has a ".." segment
+// (identity.HasDotDot: "/" or "\" separated, the whole segment) it is key,
+// because a lexical join could then name a different object ("b/link/../f"
+// is not "b/f"). key is whatever names the object the walk reached in the
+// caller's namespace: the physical key for Resolve, the path inside the
+// mount for a session's Resolve. It does not touch the file system.
+func Display(base, path, key string) string {
+	if filepath.IsAbs(path) {
+		if identity.HasDotDot(path) {
+			return key
+		}
+		return filepath.Clean(path)
 	}
-	return Target{Display: display, Key: key}, nil
+	if identity.HasDotDot(path) || identity.HasDotDot(base) {
+		return key
+	}
+	return filepath.Join(base, path)
 }
 
 // SessionCwd is the session-cwd rule ("the seeds' rule") for hosts that keep
@@ -129,7 +145,7 @@ func SessionCwd(cwd, requested string) string {
 	case requested == "":
 		return cwd
 	case filepath.IsAbs(requested):
-		if hasDotDot(requested) {
+		if identity.HasDotDot(requested) {
 			if key, err := identity.TargetKey(requested); err == nil {
 				return key
 			}
@@ -137,7 +153,7 @@ func SessionCwd(cwd, requested string) string {
 		return filepath.Clean(requested)
 	}
 	lexical := filepath.Join(cwd, requested)
-	if !filepath.IsAbs(cwd) || !(hasDotDot(cwd) || hasDotDot(requested)) {
+	if !filepath.IsAbs(cwd) || !(identity.HasDotDot(cwd) || identity.HasDotDot(requested)) {
 		return lexical
 	}
 	key, err := identity.TargetKey(cwd + "/" + requested)
@@ -145,16 +161,4 @@ func SessionCwd(cwd, requested string) string {
 		return lexical
 	}
 	return key
-}
-
-// hasDotDot reports whether p has a ".." segment, with both "/" and "\" as
-// separators (a Windows-style spelling is still meant as a parent step by
-// whoever wrote it), the whole segment only.
-func hasDotDot(p string) bool {
-	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if seg == ".." {
-			return true
-		}
-	}
-	return false
 }

@@ -246,12 +246,24 @@ func TestSessionCwd(t *testing.T) {
 	}
 }
 
-func TestHasDotDot(t *testing.T) {
-	for p, want := range map[string]bool{
-		"..": true, "a/..": true, "../a": true, `a\..\b`: true, `..\`: true, "/a/../": true,
-		"": false, ".": false, "...": false, "..foo": false, "x..": false, "a/.../b": false,
-		`a\...\b`: false, "a/..b/c": false, ". .": false,
+// TestDisplay: the display-path rule on its own (Resolve and the daemon's
+// session Resolve both use it): lexical unless base or path has a ".."
+// segment, then the key the caller passes.
+func TestDisplay(t *testing.T) {
+	const key = "/phys/key"
+	for _, tc := range []struct{ base, path, want string }{
+		{"/w", "f", "/w/f"},
+		{"/w", "a/./b/", "/w/a/b"},
+		{"/w", "/abs//x/", "/abs/x"},  // absolute: base ignored
+		{"/w/..", "/abs/x", "/abs/x"}, // absolute: base's ".." ignored too
+		{"/w", "/abs/../x", key},      // ".." in an absolute path
+		{"/w", "link/../f", key},      // ".." in the path
+		{"/w/link/..", "f", key},      // ".." in the base
+		{"/w", `a\..\f`, key},         // "\" separated
+		{"/w", "...", "/w/..."},       // look-alikes
+		{"/w", "..foo/x..", "/w/..foo/x.."},
+		{"/", "f", "/f"},
 	} {
-		assert.Equal(t, want, hasDotDot(p), p)
+		assert.Equal(t, tc.want, Display(tc.base, tc.path, key), "Display(%q, %q)", tc.base, tc.path)
 	}
 }

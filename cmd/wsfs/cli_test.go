@@ -237,5 +237,5 @@ func TestErrorClasses(t *testing.T) {
 			assert.Equal(t, c.exit, exitCode(c.err))
 		})
 	}
-	assert.Equal(t, "first line", oneLine("\n  first line\nsecond\n"))
+	assert.Equal(t, "first line", firstLine("\n  first line\nsecond\n"))
 }

@@ -3,20 +3,19 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
 )
 
 func init() { registerCommand(newDoctorCmd) }
@@ -84,7 +83,7 @@ func checkDevFuse() check {
 	fi, err := os.Stat("/dev/fuse")
 	switch {
 	case err != nil:
-		c.Status, c.Detail, c.Fix = checkFail, oneLine(err.Error()), "load the module (modprobe fuse); in a container, pass the device (--device /dev/fuse)"
+		c.Status, c.Detail, c.Fix = checkFail, firstLine(err.Error()), "load the module (modprobe fuse); in a container, pass the device (--device /dev/fuse)"
 		return c
 	case fi.Mode()&os.ModeCharDevice == 0:
 		c.Status, c.Detail, c.Fix = checkFail, "not a character device", "recreate it: mknod /dev/fuse c 10 229"
@@ -92,7 +91,7 @@ func checkDevFuse() check {
 	}
 	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	if err != nil {
-		c.Status, c.Detail, c.Fix = checkFail, "cannot open: "+oneLine(err.Error()), "run as root or give this user access to /dev/fuse (mode 0666 is the usual)"
+		c.Status, c.Detail, c.Fix = checkFail, "cannot open: "+firstLine(err.Error()), "run as root or give this user access to /dev/fuse (mode 0666 is the usual)"
 		return c
 	}
 	f.Close()
@@ -146,7 +145,7 @@ func checkPassthrough() check {
 	major, minor, release, err := kernelVersion()
 	switch {
 	case err != nil:
-		c.Status, c.Detail, c.Fix = checkWarn, oneLine(err.Error()), "check the kernel version by hand: passthrough needs Linux 6.9+"
+		c.Status, c.Detail, c.Fix = checkWarn, firstLine(err.Error()), "check the kernel version by hand: passthrough needs Linux 6.9+"
 	case major > 6 || major == 6 && minor >= 9:
 		c.Status, c.Detail = checkOK, "kernel "+release+" supports FUSE passthrough"
 		if os.Geteuid() != 0 {
@@ -183,7 +182,7 @@ func checkAllowOther() check {
 			c.Status, c.Detail = checkOK, "/etc/fuse.conf absent; not needed as root"
 			return c
 		}
-		c.Status, c.Detail, c.Fix = checkWarn, "/etc/fuse.conf: "+oneLine(errnoOrErr(err)), "add the line user_allow_other to /etc/fuse.conf (only for --allow-other)"
+		c.Status, c.Detail, c.Fix = checkWarn, "/etc/fuse.conf: "+firstLine(identity.ErrnoText(err)), "add the line user_allow_other to /etc/fuse.conf (only for --allow-other)"
 		return c
 	}
 	defer f.Close()
@@ -200,15 +199,6 @@ func checkAllowOther() check {
 	}
 	c.Status, c.Detail, c.Fix = checkWarn, "not set in /etc/fuse.conf: --allow-other mounts are refused", "add the line user_allow_other to /etc/fuse.conf (only for --allow-other)"
 	return c
-}
-
-// errnoOrErr returns err's errno text, or err's text.
-func errnoOrErr(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno.Error()
-	}
-	return err.Error()
 }
 
 // probeTimeout bounds how long doctor waits for one mount to answer.
@@ -245,7 +235,7 @@ func probeMount(mp string) unix.Errno {
 func checkStaleMounts() []check {
 	table, err := fusefs.MountTable()
 	if err != nil {
-		return []check{{Name: "stale mounts", Status: checkWarn, Detail: "/proc/self/mountinfo: " + oneLine(err.Error()), Fix: "mount /proc"}}
+		return []check{{Name: "stale mounts", Status: checkWarn, Detail: "/proc/self/mountinfo: " + firstLine(err.Error()), Fix: "mount /proc"}}
 	}
 	var out []check
 	live := 0

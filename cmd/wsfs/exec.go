@@ -97,7 +97,7 @@ func runExec(cmd *cobra.Command, id, confine string, args []string) error {
 	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", args[0], oneLine(err.Error()))
+		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", args[0], firstLine(err.Error()))
 		return &reportedError{code: exitNotFound}
 	}
 	if err := os.Chdir(wd.Path); err != nil {
@@ -117,7 +117,7 @@ func runExec(cmd *cobra.Command, id, confine string, args []string) error {
 		}
 	}
 	err = syscall.Exec(path, args, env)
-	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", path, oneLine(err.Error()))
+	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", path, firstLine(err.Error()))
 	return &reportedError{code: exitNotFound}
 }
 
@@ -187,19 +187,19 @@ func applyConfinement(mode, mountpoint, tmpDir string, warn interface{ Write([]b
 		landlock.RWFiles("/dev/null"),
 	)
 	if err != nil {
-		return fmt.Errorf("exec --confine: landlock: %s", oneLine(err.Error()))
+		return fmt.Errorf("exec --confine: landlock: %s", firstLine(err.Error()))
 	}
 	if abi >= 6 {
 		if err := landlock.V6.BestEffort().RestrictScoped(); err != nil {
-			return fmt.Errorf("exec --confine: landlock scopes: %s", oneLine(err.Error()))
+			return fmt.Errorf("exec --confine: landlock scopes: %s", firstLine(err.Error()))
 		}
 	}
 	if abi < resolveUnixABI {
 		if err := denyUnixSockets(); err != nil {
 			if mode == confineStrict {
-				return fmt.Errorf("exec --confine: Unix sockets cannot be refused (Landlock ABI %d < %d): %s; use --confine=best-effort to run with less", abi, resolveUnixABI, oneLine(err.Error()))
+				return fmt.Errorf("exec --confine: Unix sockets cannot be refused (Landlock ABI %d < %d): %s; use --confine=best-effort to run with less", abi, resolveUnixABI, firstLine(err.Error()))
 			}
-			fmt.Fprintf(warn, "wsfs: warning: exec --confine=best-effort: Unix sockets stay reachable: %s\n", oneLine(err.Error()))
+			fmt.Fprintf(warn, "wsfs: warning: exec --confine=best-effort: Unix sockets stay reachable: %s\n", firstLine(err.Error()))
 		}
 	}
 	return nil

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -42,9 +40,6 @@ type mountResult struct {
 	Session    string `json:"session"`
 	Mode       string `json:"mode"`
 }
-
-// sessionIDPattern is the syntax of a session id (DESIGN.md, "Sessions").
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // newMountCmd returns the `wsfs mount` verb.
 func newMountCmd() *cobra.Command { return newMountCmdWith(new(mountFlags)) }
@@ -163,7 +158,7 @@ func serveUntilStopped(ctx context.Context, srv mountServer, force bool, sigs <-
 		err := srv.Unmount(force)
 		var busy *fusefs.BusyError
 		if errors.As(err, &busy) {
-			fmt.Fprintf(errOut, "wsfs: %s; still serving (stop the holders, or unmount with --force)\n", oneLine(err.Error()))
+			fmt.Fprintf(errOut, "wsfs: %s; still serving (stop the holders, or unmount with --force)\n", firstLine(err.Error()))
 			continue
 		}
 		if err != nil {
@@ -196,8 +191,10 @@ func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
 			return fusefs.Config{}, err
 		}
 	}
-	if f.session != "" && !sessionIDPattern.MatchString(f.session) {
-		return fusefs.Config{}, errUsage("--session %q: must match [A-Za-z0-9._-]{1,64}", f.session)
+	if f.session != "" {
+		if err := checkID("--session", f.session); err != nil {
+			return fusefs.Config{}, err
+		}
 	}
 
 	root := f.root
@@ -227,30 +224,8 @@ func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
 	}
 	spec.Primary = canonRoot
 
-	if cmd.Flags().Changed("mode") {
-		m, err := parseMode(f.mode)
-		if err != nil {
-			return fusefs.Config{}, err
-		}
-		spec.Mode = m
-	}
-	for _, ar := range f.addRoots {
-		r, err := parseAddRoot(ar)
-		if err != nil {
-			return fusefs.Config{}, err
-		}
-		spec.Additional = mergeRoot(spec.Additional, r)
-	}
-	if len(f.protect) > 0 {
-		if spec.Protected == nil {
-			spec.Protected = append([]string(nil), policy.DefaultProtected...)
-		}
-		for _, p := range f.protect {
-			if p == "" || filepath.IsAbs(p) {
-				return fusefs.Config{}, errUsage("--protect %q: must be a non-empty path relative to each root", p)
-			}
-			spec.Protected = append(spec.Protected, p)
-		}
+	if err := applyPolicyFlags(cmd, &spec, f.mode, f.addRoots, f.protect); err != nil {
+		return fusefs.Config{}, err
 	}
 	pol, err := policy.Compile(spec)
 	if err != nil {

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
 	"github.com/wsfs/wsfs/resolver"
 )
@@ -38,7 +38,7 @@ func loadPolicy(path string) (*policy.Policy, error) {
 	}
 	p, err := policy.Compile(spec)
 	if err != nil {
-		return nil, errUsage("policy file %s: %s", path, strings.TrimPrefix(oneLine(err.Error()), "policy: "))
+		return nil, errUsage("policy file %s: %s", path, strings.TrimPrefix(firstLine(err.Error()), "policy: "))
 	}
 	return p, nil
 }
@@ -52,7 +52,7 @@ func loadPolicySpec(path string) (policy.Spec, error) {
 	}
 	spec, err := policy.LoadFile(path)
 	if err != nil {
-		msg := oneLine(err.Error())
+		msg := firstLine(err.Error())
 		if !strings.Contains(msg, path) {
 			msg = "policy file " + path + ": " + msg
 		}
@@ -119,17 +119,14 @@ code is 0 when every path was checked.`,
 					if asJSON {
 						writeJSON(out, checkResult{Path: p, Op: op.String(), Error: newPathError(err)})
 					} else {
-						fmt.Fprintf(errOut, "wsfs: policy check: %s\n", oneLine(err.Error()))
+						fmt.Fprintf(errOut, "wsfs: policy check: %s\n", firstLine(err.Error()))
 					}
 					continue
 				}
 				d := pol.Decide(op, t.Key)
 				errno := ""
 				if !d.Allow {
-					errno = unix.ErrnoName(d.Errno)
-					if errno == "" {
-						errno = fmt.Sprintf("errno %d", int(d.Errno))
-					}
+					errno = identity.ErrnoName(d.Errno)
 				}
 				if asJSON {
 					allow := d.Allow

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/resolver"
 )
 
@@ -32,7 +33,7 @@ type pathError struct {
 
 // newPathError returns the JSON form of err.
 func newPathError(err error) *pathError {
-	return &pathError{Errno: errnoName(err), Message: oneLine(err.Error())}
+	return &pathError{Errno: identity.ErrnoName(err), Message: firstLine(err.Error())}
 }
 
 // newResolveCmd returns the `wsfs resolve` verb.
@@ -71,7 +72,7 @@ each path gives one JSON object per line: {"path","cwd","display","key"}, or
 					if asJSON {
 						writeJSON(out, resolveResult{Path: p, Cwd: base, Error: newPathError(err)})
 					} else {
-						fmt.Fprintf(errOut, "wsfs: %s\n", oneLine(err.Error()))
+						fmt.Fprintf(errOut, "wsfs: %s\n", firstLine(err.Error()))
 					}
 					continue
 				}

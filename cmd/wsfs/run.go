@@ -8,10 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/mounts"
@@ -116,7 +114,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = asUsage(err)
 	}
 	code := exitCode(err)
-	msg := oneLine(err.Error())
+	msg := firstLine(err.Error())
 	fmt.Fprintf(stderr, "wsfs: %s\n", msg)
 	if cmd == nil {
 		cmd = root
@@ -178,21 +176,10 @@ func exitCode(err error) int {
 	return exitFailure
 }
 
-// errnoName returns the name ("ELOOP") of the syscall.Errno err wraps, or "".
-func errnoName(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		if name := unix.ErrnoName(errno); name != "" {
-			return name
-		}
-		return fmt.Sprintf("errno %d", int(errno))
-	}
-	return ""
-}
-
-// oneLine returns the first non-blank line of s (cobra's "unknown command"
-// error, for one, carries suggestions on further lines).
-func oneLine(s string) string {
+// firstLine returns the first non-blank line of s, dropping the rest
+// (cobra's "unknown command" error, for one, carries suggestions on further
+// lines).
+func firstLine(s string) string {
 	for _, line := range strings.Split(s, "\n") {
 		if line = strings.TrimSpace(line); line != "" {
 			return line

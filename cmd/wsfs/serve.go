@@ -134,7 +134,7 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 		return fmt.Errorf("serve %s: %w", socket, serveErr)
 	}
 	if closeErr != nil {
-		return fmt.Errorf("unmount sessions: %s", oneLine(closeErr.Error()))
+		return fmt.Errorf("unmount sessions: %s", firstLine(closeErr.Error()))
 	}
 	logger.Info("stopped")
 	return nil

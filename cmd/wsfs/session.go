@@ -55,7 +55,7 @@ func daemonClient(cmd *cobra.Command) *client.Client {
 // daemon's code ("unreachable" when the daemon could not be reached).
 // Exit code 2 for bad input (invalid, too_large), 1 otherwise.
 func apiFailure(cmd *cobra.Command, err error) error {
-	msg := oneLine(err.Error())
+	msg := firstLine(err.Error())
 	code := string(mounts.CodeOf(err))
 	if _, ok := err.(*mounts.Error); !ok {
 		code = "unreachable"
@@ -118,30 +118,8 @@ to the mount root). Prints the session (see "session show").`,
 				return err
 			}
 			spec.Primary = ""
-			if cmd.Flags().Changed("mode") {
-				m, err := parseMode(mode)
-				if err != nil {
-					return err
-				}
-				spec.Mode = m
-			}
-			for _, ar := range addRoots {
-				r, err := parseAddRoot(ar)
-				if err != nil {
-					return err
-				}
-				spec.Additional = mergeRoot(spec.Additional, r)
-			}
-			if len(protect) > 0 {
-				if spec.Protected == nil {
-					spec.Protected = append([]string(nil), policy.DefaultProtected...)
-				}
-				for _, p := range protect {
-					if p == "" || strings.HasPrefix(p, "/") {
-						return errUsage("--protect %q: must be a non-empty path relative to each root", p)
-					}
-					spec.Protected = append(spec.Protected, p)
-				}
+			if err := applyPolicyFlags(cmd, &spec, mode, addRoots, protect); err != nil {
+				return err
 			}
 			sl, err := fusefs.ParseSymlinkMode(symlinks)
 			if err != nil {
@@ -448,7 +426,7 @@ tabs. With --json, one object per line: {"session","path","cwd","display",
 					if jsonOutput(cmd) {
 						writeJSON(out, map[string]any{"session": id, "path": p, "error": errorObject{Code: string(me.Code), Message: me.Message}})
 					} else {
-						fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", oneLine(me.Message))
+						fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", firstLine(me.Message))
 					}
 					continue
 				}
