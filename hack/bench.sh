@@ -1,84 +1,109 @@
 #!/usr/bin/env bash
 # Usage: hack/bench.sh
 #
-# The benchmark of issue 3 ("Measure"): native vs wsfs vs go-fuse's
-# example/loopback on a real tree. Not a test; it asserts nothing. Run as root
-# (it mounts with mount(2) and drops caches); it needs /dev/fuse, git, tar,
-# find, dd.
+# The benchmark of issues 3 and 10: native vs wsfs vs go-fuse's
+# example/loopback vs fuse-overlayfs on a real tree, in the same interleaved
+# rounds. Not a test; it asserts nothing. Run as root (it mounts with
+# mount(2)); it needs /dev/fuse, git, tar, find, fio and fuse-overlayfs, and
+# installs the last two with apt-get when they are missing (as root; otherwise
+# it says what to install and stops).
 #
 # Tree: a copy of $(go env GOROOT)/src (BENCH_SMALL=1: $(go env GOROOT)/src/net)
-# made into a git repository (git init, add -A, commit, gc), copied once per
+# plus this repository's sources in wsfs-src/ (for go vet / go build), made
+# into a git repository (git init, add -A, commit, gc), copied once per
 # configuration, so each configuration has its own identical backing tree on
 # the same file system (no configuration rewrites another one's .git/index).
 #   native    the backing directory itself
 #   wsfs      hack/benchmount: fusefs.Mount with the default Config and
 #             policy.Compile(policy.Spec{Primary: root, Temp: []string{}}).
-#             Not `wsfs mount`, which serves the same Config but has no way
-#             to dump Stats() between workloads (SIGUSR1 here).
 #   loopback  go-fuse's example/loopback, built from the module graph
-#             (-directmount as root; 1 s entry/attr timeouts, while wsfs by
-#             default caches for a minute and invalidates on host changes)
+#             (-directmount as root; 1 s entry/attr timeouts)
+#   overlay   fuse-overlayfs with the backing tree as its upper layer and an
+#             empty lower layer (so every write lands in the tree itself, as
+#             with the others), its default options (it mounts noatime).
 #
 # Workloads (run with the tree as working directory):
-#   git_status     git status >/dev/null (warm: see below)
-#   stat_walk      find . -printf '%s %T@\n' >/dev/null (lstat of every entry)
-#   ls_lR          ls -lR >/dev/null
-#   create_delete  mkdir a fresh subdir, create BENCH_FILES (5000) empty files
-#                  in it (bash ': > fN'), then rm -r it
-#   tar            tar cf - . | cat >/dev/null (cat, so tar cannot see
-#                  /dev/null and skip reading)
-#   write          dd if=/dev/zero bs=1M count=BENCH_MIB (256) conv=fsync
-#   read           dd the file back with bs=1M; before it, untimed, the page
-#                  cache is dropped (sync; echo 3 >/proc/sys/vm/drop_caches)
-#                  for every configuration alike, so this is a COLD read. With
-#                  BENCH_DROP_CACHES=0 (or when not root) it is a warm read for
-#                  all. The file is removed afterwards, untimed.
+#   git_status    git status >/dev/null
+#   find_count    find . | wc -l
+#   stat_walk     find . -printf '%s %T@\n' (lstat of every entry)
+#   ls_lR         ls -lR
+#   create_5k     mkdir bench-cd; BENCH_FILES (5000) empty files in it
+#                 (bash ': > fN')
+#   delete_5k     rm -r bench-cd (the files create_5k made)
+#   tar           tar cf - . | cat >/dev/null (cat, so tar cannot see
+#                 /dev/null and skip reading)
+#   fio_write     fio sequential write, bs 1 MiB, BENCH_MIB (256) MiB, fsync at end
+#   fio_read      fio sequential read of that file, bs 1 MiB
+#   fio_randread  fio 4 KiB random reads of that file, BENCH_RAND_MIB (64) MiB
+#                 in all (fixed seed); the file is removed afterwards, untimed
+#   go_vet        go vet ./... in wsfs-src (warm build cache)
+#   go_build      go build ./... in wsfs-src (warm build cache)
+# Reads are warm (no cache drop: the machine is shared and drop_caches slows
+# everyone; fio --invalidate=0). BENCH_DROP_CACHES=1 drops the page cache
+# before each fio read, for every configuration alike (a cold read).
 #
-# Interleaving: BENCH_REPS (5) repetitions; in each, every workload runs once
+# Interleaving: BENCH_REPS (3) repetitions; in each, every workload runs once
 # per configuration, configurations in round-robin order (rotated by one each
 # repetition). Before each repetition, untimed, every configuration runs
-# `git status` and `tar` once, so every repetition starts warm (the cold read
-# of the previous repetition dropped all caches). The table gives the median
-# seconds over the repetitions and the ratio to native.
+# git status and tar once (and, before the first, go vet and go build), so
+# every repetition starts warm.
+# The table gives the median seconds over the repetitions, the ratio to native
+# and, last, the geometric mean of each column's ratios.
 #
-# FUSE opcode counts, two sources:
-#  1. wsfs Stats() during the timed runs: benchmount writes Stats() as JSON
-#     on SIGUSR1; the script dumps before and after each timed wsfs workload
-#     (outside the timed span) and reports the median delta per counter.
-#     Stats() counts only the node-tree operations fusefs implements (lookup,
-#     getattr, open, create, ...), not READDIRPLUS, RELEASE, FORGET, READ...;
-#     its "lookup" also counts the lookups go-fuse makes for each READDIRPLUS
-#     entry, so it is not the number of LOOKUP requests.
-#  2. Every request, for wsfs and loopback alike: after the timed runs, one
-#     extra untimed pass mounts each with go-fuse debug output (benchmount
-#     -debug, loopback -debug), warms up as above, runs each workload once and
-#     counts the "rx N: OPCODE" lines the workload produced. FORGETs arrive
-#     whenever the kernel evicts inodes, so they are charged to the workload
-#     running at the time. BENCH_OPCOUNT=0 skips this pass.
+# Server cost: CPU seconds (utime + stime from /proc/PID/stat) of each server
+# process during each timed workload (median over repetitions), its total over
+# the timed runs, and its peak RSS (VmHWM from /proc/PID/status).
+#
+# FUSE requests: after the timed runs, one extra untimed pass mounts each FUSE
+# configuration with debug output (benchmount -debug, loopback -debug,
+# fuse-overlayfs -d), warms up as above, runs each workload once and counts
+# the requests the workload produced ("rx N: OPCODE" lines of go-fuse,
+# "unique: N, opcode: OPCODE" lines of libfuse). FORGETs arrive whenever the
+# kernel evicts inodes, so they are charged to the workload running at the
+# time. BENCH_OPCOUNT=0 skips this pass.
 #
 # A workload that fails (non-zero exit) does not stop the run: its cell says
 # FAIL n/REPS and the first lines of its stderr are printed under the table.
 # Every mount is unmounted in an EXIT trap, by exact path, even on failure.
 # Temp dir: under BENCH_TMPDIR (/tmp); BENCH_KEEP=1 keeps it (logs, results).
-# Defaults take about 2-3 minutes on 2 shared cores; BENCH_REPS=1 BENCH_SMALL=1 is a
-# quick check (about 20 s).
+# BENCH_CONFIGS="native wsfs" runs a subset (native is always included).
+# Defaults take about 6-8 minutes on 2 shared cores; BENCH_REPS=1
+# BENCH_SMALL=1 BENCH_OPCOUNT=0 is a quick check (about a minute).
 set -euo pipefail
 
-REPS=${BENCH_REPS:-5}
+REPS=${BENCH_REPS:-3}
 SMALL=${BENCH_SMALL:-0}
 NFILES=${BENCH_FILES:-5000}
 MIB=${BENCH_MIB:-256}
+RAND_MIB=${BENCH_RAND_MIB:-64}
 OPCOUNT=${BENCH_OPCOUNT:-1}
-DROP=${BENCH_DROP_CACHES:-1}
+DROP=${BENCH_DROP_CACHES:-0}
 KEEP=${BENCH_KEEP:-0}
+read -r -a CONFIGS <<<"${BENCH_CONFIGS:-native wsfs loopback overlay}"
+[ "${CONFIGS[0]}" = native ] || CONFIGS=(native "${CONFIGS[@]/native/}")
+read -r -a CONFIGS <<<"${CONFIGS[*]}"
 
 # git sees no system or user configuration: same behaviour on every machine.
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+# go: no VCS stamping (it would run git in the tree), no toolchain switch.
+export GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ "$(id -u)" -ne 0 ]; then
-	echo "bench: not root: reading warm (no drop_caches), mounting via fusermount3" >&2
-	DROP=0
+	echo "bench: run as root (mount(2), the page cache drop, apt-get)" >&2
+	exit 2
+fi
+need=()
+command -v fio >/dev/null 2>&1 || need+=(fio)
+command -v fuse-overlayfs >/dev/null 2>&1 || need+=(fuse-overlayfs)
+command -v git >/dev/null 2>&1 || need+=(git)
+if [ "${#need[@]}" -gt 0 ]; then
+	echo "bench: installing ${need[*]} (apt-get)" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1 ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; } || {
+		echo "bench: cannot install ${need[*]}: install them (Debian: apt-get install ${need[*]}) and run again" >&2
+		exit 2
+	}
 fi
 if [ "$DROP" = 1 ] && [ ! -w /proc/sys/vm/drop_caches ]; then
 	echo "bench: /proc/sys/vm/drop_caches not writable: reading warm" >&2
@@ -127,6 +152,7 @@ trap 'exit 143' TERM
 log() { printf 'bench: %s\n' "$*" >&2; }
 now() { printf '%s' "$EPOCHREALTIME"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", b - a }'; }
+has() { [[ " ${CONFIGS[*]} " == *" $1 "* ]]; }
 
 # --- build ---------------------------------------------------------------
 BIN=$TMP/bin
@@ -139,10 +165,12 @@ log "building benchmount and loopback"
 GOROOT_SRC=$(go env GOROOT)/src
 SRC=$GOROOT_SRC
 [ "$SMALL" = 1 ] && SRC=$GOROOT_SRC/net
-log "building the tree from $SRC"
+log "building the tree from $SRC and $HERE"
 BASE=$TMP/base
 mkdir -p "$BASE"
 cp -a "$SRC" "$BASE/tree"
+mkdir "$BASE/tree/wsfs-src"
+(cd "$HERE" && git ls-files -z | xargs -0 cp --parents -t "$BASE/tree/wsfs-src")
 (
 	cd "$BASE/tree"
 	git init -q
@@ -153,18 +181,16 @@ cp -a "$SRC" "$BASE/tree"
 )
 NFILES_TREE=$(find "$BASE/tree" -type f | wc -l)
 
-CONFIGS=(native wsfs loopback)
-declare -A BACK DIR
+declare -A BACK DIR PID
 for c in "${CONFIGS[@]}"; do
 	BACK[$c]=$TMP/back-$c
 	cp -a "$BASE/tree" "${BACK[$c]}"
 done
 rm -rf "$BASE"
 DIR[native]=${BACK[native]}
+mkdir -p "$TMP/ovl-lower"
 
 # --- mounts --------------------------------------------------------------
-WSFS_PID=
-STATS=$TMP/wsfs-stats.json
 
 # wait_ready FILE WORD PID: until FILE has a line WORD (the server is serving).
 wait_ready() {
@@ -179,119 +205,147 @@ wait_ready() {
 	return 1
 }
 
-# mount_wsfs MOUNTPOINT [-debug]: sets WSFS_PID.
-mount_wsfs() {
-	local mp=$1
-	shift
-	mkdir -p "$mp"
-	MOUNTS+=("$mp")
-	"$BIN/benchmount" -root "${BACK[wsfs]}" -mountpoint "$mp" -stats "$STATS" "$@" \
-		>"$mp.out" 2>"$mp.out.err" &
-	WSFS_PID=$!
-	PIDS+=("$WSFS_PID")
-	wait_ready "$mp.out" ready "$WSFS_PID"
+# wait_mounted MOUNTPOINT PID: until MOUNTPOINT is in /proc/mounts.
+wait_mounted() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		if is_mounted "$1"; then return 0; fi
+		if ! kill -0 "$2" 2>/dev/null; then break; fi
+		sleep 0.05
+	done
+	echo "bench: server $2 did not mount $1; its output:" >&2
+	cat "$1.out" "$1.out.err" >&2 2>/dev/null || true
+	return 1
 }
 
-# mount_loopback MOUNTPOINT [-debug]: sets LOOP_PID.
-mount_loopback() {
-	local mp=$1 direct=()
-	shift
+# mount_config CONFIG MOUNTPOINT [debug]: mounts it, sets PID[CONFIG].
+mount_config() {
+	local c=$1 mp=$2 dbg=${3:-} p
 	mkdir -p "$mp"
 	MOUNTS+=("$mp")
-	[ "$(id -u)" -eq 0 ] && direct=(-directmount)
-	"$BIN/loopback" "${direct[@]}" "$@" "$mp" "${BACK[loopback]}" \
-		>"$mp.out" 2>"$mp.out.err" &
-	LOOP_PID=$!
-	PIDS+=("$LOOP_PID")
-	wait_ready "$mp.out" 'Mounted!' "$LOOP_PID"
+	case $c in
+	wsfs)
+		"$BIN/benchmount" -root "${BACK[wsfs]}" -mountpoint "$mp" ${dbg:+-debug} \
+			>"$mp.out" 2>"$mp.out.err" &
+		p=$!
+		PIDS+=("$p")
+		wait_ready "$mp.out" ready "$p"
+		;;
+	loopback)
+		"$BIN/loopback" -directmount ${dbg:+-debug} "$mp" "${BACK[loopback]}" \
+			>"$mp.out" 2>"$mp.out.err" &
+		p=$!
+		PIDS+=("$p")
+		wait_ready "$mp.out" 'Mounted!' "$p"
+		;;
+	overlay)
+		rm -rf "$TMP/ovl-work"
+		mkdir -p "$TMP/ovl-work"
+		fuse-overlayfs -f ${dbg:+-d} \
+			-o "lowerdir=$TMP/ovl-lower,upperdir=${BACK[overlay]},workdir=$TMP/ovl-work" "$mp" \
+			>"$mp.out" 2>"$mp.out.err" &
+		p=$!
+		PIDS+=("$p")
+		wait_mounted "$mp" "$p"
+		;;
+	esac
+	PID[$c]=$p
 }
 
 # unmount_server MOUNTPOINT PID: unmount by exact path, wait for the server.
 unmount_server() {
 	cd /
 	umount -- "$1" 2>/dev/null || umount -l -- "$1" 2>/dev/null || fusermount3 -u -z -- "$1"
+	kill -TERM "$2" 2>/dev/null || true
 	wait "$2" 2>/dev/null || true
 }
 
-# --- workloads -----------------------------------------------------------
-WORKLOADS=(git_status stat_walk ls_lR create_delete tar write read)
-SEQ=0 # fresh names for create_delete
+# cpu_ticks PID: utime + stime of PID in clock ticks (proc(5) fields 14, 15).
+cpu_ticks() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || {
+		echo 0
+		return
+	}
+	s=${s##*) } # after the comm field, which may hold spaces
+	awk '{ print $12 + $13 }' <<<"$s"
+}
+peak_rss_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+HZ=$(getconf CLK_TCK)
 
+# --- workloads -----------------------------------------------------------
+WORKLOADS=(git_status find_count stat_walk ls_lR create_5k delete_5k tar fio_write fio_read fio_randread go_vet go_build)
+
+FIO=(fio --output=/dev/null --ioengine=psync --fallocate=none --invalidate=0 --filename=bench-big)
 wl_git_status() { git status >/dev/null; }
+wl_find_count() { find . | wc -l >/dev/null; }
 wl_stat_walk() { find . -printf '%s %T@\n' >/dev/null; }
 wl_ls_lR() { ls -lR >/dev/null; }
-wl_create_delete() {
-	local d=bench-cd-$1 i
-	mkdir "$d" || return
+wl_create_5k() {
+	local i
+	mkdir bench-cd || return
 	for ((i = 0; i < NFILES; i++)); do
-		: >"$d/f$i" || return
+		: >"bench-cd/f$i" || return
 	done
-	rm -r "$d"
 }
+wl_delete_5k() { rm -r bench-cd; }
 wl_tar() { tar cf - . | cat >/dev/null; }
-wl_write() { dd if=/dev/zero of=bench-big bs=1M count="$MIB" conv=fsync status=none; }
-wl_read() { dd if=bench-big of=/dev/null bs=1M status=none; }
+wl_fio_write() { "${FIO[@]}" --name=w --rw=write --bs=1M --size="${MIB}M" --end_fsync=1; }
+wl_fio_read() { "${FIO[@]}" --name=r --rw=read --bs=1M --size="${MIB}M"; }
+wl_fio_randread() {
+	"${FIO[@]}" --name=rr --rw=randread --bs=4k --size="${MIB}M" --io_size="${RAND_MIB}M" --randseed=1
+}
+wl_go_vet() { cd wsfs-src && go vet ./...; }
+wl_go_build() { cd wsfs-src && go build ./...; }
 
 drop_caches() {
 	sync
-	if [ "$DROP" = 1 ]; then echo 3 >/proc/sys/vm/drop_caches; fi
+	echo 3 >/proc/sys/vm/drop_caches
 }
 
 # run_workload WORKLOAD DIR ERRFILE: runs it in DIR, timed; prints
 # "SECONDS ok" or "SECONDS FAIL". A failing workload does not stop the run:
 # its cell in the table says FAIL and its stderr is kept in ERRFILE.
 # (errexit does not apply inside an `if`, so the wl_ functions check every
-# step themselves.) Untimed preparation (dropping caches before read) and
+# step themselves.) Untimed preparation (dropping caches before a read) and
 # cleanup (removing the read file) happen here, outside the timed span.
 run_workload() {
 	local w=$1 d=$2 t0 t1 st=ok
-	if [ "$w" = read ]; then drop_caches; fi
-	SEQ=$((SEQ + 1))
+	if [ "$DROP" = 1 ] && [[ $w == fio_*read ]]; then drop_caches; fi
 	t0=$(now)
-	if ! (cd "$d" && "wl_$w" "$SEQ") 2>"$3"; then st=FAIL; fi
+	if ! (cd "$d" && "wl_$w") 2>"$3"; then st=FAIL; fi
 	t1=$(now)
-	if [ "$w" = read ]; then rm -f -- "$d/bench-big"; fi
+	if [ "$w" = fio_randread ]; then rm -f -- "$d/bench-big"; fi
+	if [ "$w" = delete_5k ]; then rm -rf -- "$d/bench-cd"; fi
 	printf '%s %s\n' "$(elapsed "$t0" "$t1")" "$st"
 }
 
-# warm_up DIR: untimed; failures are reported by the timed runs, not here.
+# warm_up DIR [go]: untimed; failures are reported by the timed runs, not
+# here. With "go" it also fills the build cache (once per mount is enough:
+# the cache is outside the tree).
 warm_up() {
 	(
 		cd "$1" || exit
 		git status >/dev/null 2>&1
 		tar cf - . 2>/dev/null | cat >/dev/null
+		if [ "${2:-}" = go ]; then
+			cd wsfs-src && go vet ./... >/dev/null 2>&1 && go build ./... >/dev/null 2>&1
+		fi
 	) || true
 }
 
-# wsfs_stats: current Stats().Ops of the wsfs mount as "op count" lines.
-wsfs_stats() {
-	local i
-	rm -f -- "$STATS"
-	kill -USR1 "$WSFS_PID"
-	for ((i = 0; i < 200; i++)); do
-		[ -e "$STATS" ] && break
-		sleep 0.01
-	done
-	[ -e "$STATS" ] || {
-		echo "bench: no Stats() dump from pid $WSFS_PID" >&2
-		return 1
-	}
-	# The JSON is flat: {"Ops":{"lookup":1,...},"Denials":{...}}.
-	sed -n 's/.*"Ops":{\([^}]*\)}.*/\1/p' "$STATS" | tr ',' '\n' | tr -d '"' | tr ':' ' ' | sed '/^$/d'
-}
-
 # --- timed runs ----------------------------------------------------------
-RESULTS=$TMP/results.tsv # workload config rep seconds ok|FAIL
-OPSTATS=$TMP/wsfs-ops.tsv # workload rep op delta
+RESULTS=$TMP/results.tsv # workload config rep seconds ok|FAIL cpu-seconds
 : >"$RESULTS"
-: >"$OPSTATS"
+declare -A CPU0 RSS
+for c in "${CONFIGS[@]}"; do
+	[ "$c" = native ] && continue
+	DIR[$c]=$TMP/mnt-$c
+	mount_config "$c" "${DIR[$c]}"
+	CPU0[$c]=$(cpu_ticks "${PID[$c]}")
+done
 
-DIR[wsfs]=$TMP/mnt-wsfs
-DIR[loopback]=$TMP/mnt-loopback
-mount_wsfs "${DIR[wsfs]}"
-mount_loopback "${DIR[loopback]}"
-
-log "tree: $NFILES_TREE files; $REPS repetitions; read: $([ "$DROP" = 1 ] && echo cold || echo warm)"
+log "tree: $NFILES_TREE files; $REPS repetitions; configs: ${CONFIGS[*]}; reads: $([ "$DROP" = 1 ] && echo cold || echo warm)"
 start=$(now)
 for ((rep = 1; rep <= REPS; rep++)); do
 	order=()
@@ -299,48 +353,50 @@ for ((rep = 1; rep <= REPS; rep++)); do
 		order+=("${CONFIGS[(rep - 1 + k) % ${#CONFIGS[@]}]}")
 	done
 	log "repetition $rep/$REPS (order: ${order[*]})"
-	for c in "${order[@]}"; do warm_up "${DIR[$c]}"; done
+	for c in "${order[@]}"; do warm_up "${DIR[$c]}" "$([ "$rep" = 1 ] && echo go)"; done
 	for w in "${WORKLOADS[@]}"; do
 		for c in "${order[@]}"; do
-			if [ "$c" = wsfs ]; then wsfs_stats >"$TMP/before"; fi
+			t0=0 cpu=0
+			if [ "$c" != native ]; then t0=$(cpu_ticks "${PID[$c]}"); fi
 			read -r s st < <(run_workload "$w" "${DIR[$c]}" "$TMP/err-$w-$c-$rep")
-			printf '%s\t%s\t%s\t%s\t%s\n' "$w" "$c" "$rep" "$s" "$st" >>"$RESULTS"
-			if [ "$st" != ok ]; then log "$w on $c failed: $(head -c 300 "$TMP/err-$w-$c-$rep")"; fi
-			if [ "$c" = wsfs ]; then
-				wsfs_stats >"$TMP/after"
-				awk -v w="$w" -v r="$rep" 'NR == FNR { b[$1] = $2; next }
-					{ d = $2 - b[$1]; if (d) printf "%s\t%s\t%s\t%d\n", w, r, $1, d }' \
-					"$TMP/before" "$TMP/after" >>"$OPSTATS"
+			if [ "$c" != native ]; then
+				cpu=$(awk -v a="$t0" -v b="$(cpu_ticks "${PID[$c]}")" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
 			fi
+			printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$c" "$rep" "$s" "$st" "$cpu" >>"$RESULTS"
+			if [ "$st" != ok ]; then log "$w on $c failed: $(head -c 300 "$TMP/err-$w-$c-$rep")"; fi
 		done
 	done
 done
 log "timed runs: $(elapsed "$start" "$(now)") s"
-unmount_server "${DIR[wsfs]}" "$WSFS_PID"
-unmount_server "${DIR[loopback]}" "$LOOP_PID"
+declare -A CPUTOT
+for c in "${CONFIGS[@]}"; do
+	[ "$c" = native ] && continue
+	CPUTOT[$c]=$(awk -v a="${CPU0[$c]}" -v b="$(cpu_ticks "${PID[$c]}")" -v hz="$HZ" 'BEGIN { printf "%.1f", (b - a) / hz }')
+	RSS[$c]=$(peak_rss_kib "${PID[$c]}")
+	unmount_server "${DIR[$c]}" "${PID[$c]}"
+done
 
-# --- debug-output opcode pass ---------------------------------------------
+# --- debug-output request pass --------------------------------------------
 OPCOUNTS=$TMP/opcounts.tsv # workload config opcode count
 : >"$OPCOUNTS"
-count_ops() { # LOGFILE FROM TO: "OPCODE count" for the rx lines in [FROM, TO)
+count_ops() { # LOGFILE FROM TO: "OPCODE count" for the request lines in [FROM, TO)
 	tail -c +"$(($2 + 1))" "$1" | head -c "$(($3 - $2))" |
 		awk '/doBatchForget:/ { next } # one line per inode of a BATCH_FORGET already counted
+			/^unique: [0-9]+, opcode: / { o = $4; n[o]++; next } # libfuse
 			{ for (i = 1; i + 2 <= NF; i++) if ($i == "rx" && $(i + 1) ~ /^[0-9]+:$/) { n[$(i + 2)]++; break } }
 			END { for (o in n) print o, n[o] }'
 }
+FUSECONFIGS=()
+for c in "${CONFIGS[@]}"; do
+	if [ "$c" != native ]; then FUSECONFIGS+=("$c"); fi
+done
 if [ "$OPCOUNT" = 1 ]; then
-	log "opcode pass (debug output, untimed)"
-	for c in wsfs loopback; do
+	log "request-count pass (debug output, untimed)"
+	for c in "${FUSECONFIGS[@]}"; do
 		mp=$TMP/dbg-$c
-		if [ "$c" = wsfs ]; then
-			mount_wsfs "$mp" -debug
-			pid=$WSFS_PID
-		else
-			mount_loopback "$mp" -debug
-			pid=$LOOP_PID
-		fi
+		mount_config "$c" "$mp" debug
 		dbglog=$mp.out.err
-		warm_up "$mp"
+		warm_up "$mp" go
 		for w in "${WORKLOADS[@]}"; do
 			sleep 0.2
 			from=$(stat -c %s "$dbglog")
@@ -350,7 +406,7 @@ if [ "$OPCOUNT" = 1 ]; then
 			count_ops "$dbglog" "$from" "$to" |
 				awk -v w="$w" -v c="$c" '{ printf "%s\t%s\t%s\t%s\n", w, c, $1, $2 }' >>"$OPCOUNTS"
 		done
-		unmount_server "$mp" "$pid"
+		unmount_server "$mp" "${PID[$c]}"
 	done
 fi
 
@@ -360,6 +416,7 @@ median() { # numbers on stdin -> median
 		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 med() { awk -v w="$1" -v c="$2" -F'\t' '$1 == w && $2 == c { print $4 }' "$RESULTS" | median; }
+medcpu() { awk -v w="$1" -v c="$2" -F'\t' '$1 == w && $2 == c { print $6 }' "$RESULTS" | median; }
 nfail() { awk -v w="$1" -v c="$2" -F'\t' '$1 == w && $2 == c && $5 != "ok" { n++ } END { print n + 0 }' "$RESULTS"; }
 # cell SECONDS NATIVE FAILS: "s (ratio)", marked when some repetition failed.
 cell() {
@@ -368,27 +425,41 @@ cell() {
 }
 
 echo
-echo "### wsfs benchmark: $(uname -r), $(nproc) CPUs, go-fuse $(cd "$HERE" && go list -m -f '{{.Version}}' github.com/hanwen/go-fuse/v2)"
+echo "### wsfs benchmark: $(uname -r), $(nproc) CPUs, load average at the end $(cut -d' ' -f1-3 /proc/loadavg), go-fuse $(cd "$HERE" && go list -m -f '{{.Version}}' github.com/hanwen/go-fuse/v2), $(fuse-overlayfs --version 2>/dev/null | grep -m1 '^fuse-overlayfs')"
 echo
-echo "Tree: copy of ${SRC#"$(go env GOROOT)"/} ($NFILES_TREE files, packed git repo); median of $REPS interleaved repetitions;"
-echo "create_delete = $NFILES files; write/read = $MIB MiB, read $([ "$DROP" = 1 ] && echo "cold (caches dropped before it for every config)" || echo "warm (no cache drop)")."
+echo "Tree: copy of ${SRC#"$(go env GOROOT)"/} + wsfs sources ($NFILES_TREE files, packed git repo); median of $REPS interleaved repetitions;"
+echo "create/delete = $NFILES files; fio: $MIB MiB file, 1 MiB sequential, 4 KiB random ($RAND_MIB MiB); reads $([ "$DROP" = 1 ] && echo "cold (caches dropped before each for every config)" || echo "warm (no cache drop)")."
 echo
-echo "| workload | native s | wsfs s (ratio) | loopback s (ratio) |"
-echo "|---|---:|---:|---:|"
+hdr="| workload | native s"
+sep="|---|---:"
+for c in "${FUSECONFIGS[@]}"; do
+	hdr+=" | $c s (ratio)"
+	sep+="|---:"
+done
+echo "$hdr |"
+echo "$sep|"
 FAILED=()
+declare -A LOGSUM
 for w in "${WORKLOADS[@]}"; do
 	n=$(med "$w" native)
 	nf=$(nfail "$w" native)
 	nat=$(printf '%.3f' "$n")
 	[ "$nf" -gt 0 ] && nat+=" FAIL $nf/$REPS" && FAILED+=("$w native")
 	row="| $w | $nat"
-	for c in wsfs loopback; do
+	for c in "${FUSECONFIGS[@]}"; do
+		s=$(med "$w" "$c")
 		f=$(nfail "$w" "$c")
-		row+=" | $(cell "$(med "$w" "$c")" "$n" "$f")"
+		row+=" | $(cell "$s" "$n" "$f")"
 		[ "$f" -gt 0 ] && FAILED+=("$w $c")
+		LOGSUM[$c]=$(awk -v a="${LOGSUM[$c]:-0}" -v s="$s" -v n="$n" 'BEGIN { print a + log(s / n) }')
 	done
 	echo "$row |"
 done
+row="| **geomean** |"
+for c in "${FUSECONFIGS[@]}"; do
+	row+=" | **$(awk -v l="${LOGSUM[$c]}" -v k="${#WORKLOADS[@]}" 'BEGIN { printf "%.2fx", exp(l / k) }')**"
+done
+echo "$row |"
 for f in "${FAILED[@]}"; do
 	read -r w c <<<"$f"
 	errf=$(awk -F'\t' -v w="$w" -v c="$c" '$1 == w && $2 == c && $5 != "ok" { print $3; exit }' "$RESULTS")
@@ -399,35 +470,57 @@ for f in "${FAILED[@]}"; do
 done
 
 echo
-echo "wsfs Stats() per workload, median over the $REPS timed repetitions (node-tree ops only):"
+echo "Server CPU seconds per workload (median over the repetitions), total over the timed runs, peak RSS:"
 echo
-echo "| workload | Stats() ops |"
-echo "|---|---|"
-for w in "${WORKLOADS[@]}"; do
-	ops=$(awk -F'\t' -v w="$w" '$1 == w { print $3 }' "$OPSTATS" | sort -u)
-	line="(none) "
-	[ -n "$ops" ] && line=
-	for o in $ops; do
-		# Reps with no change are missing rows: pad with zeros.
-		m=$(awk -F'\t' -v w="$w" -v o="$o" -v reps="$REPS" '$1 == w && $3 == o { print $4; n++ }
-			END { for (; n < reps; n++) print 0 }' "$OPSTATS" | median)
-		line+="$o=$m "
-	done
-	echo "| $w | ${line% } |"
+hdr="| workload"
+sep="|---"
+for c in "${FUSECONFIGS[@]}"; do
+	hdr+=" | $c CPU s"
+	sep+="|---:"
 done
+echo "$hdr |"
+echo "$sep|"
+for w in "${WORKLOADS[@]}"; do
+	row="| $w"
+	for c in "${FUSECONFIGS[@]}"; do row+=" | $(medcpu "$w" "$c")"; done
+	echo "$row |"
+done
+row="| total CPU s (all timed runs)"
+for c in "${FUSECONFIGS[@]}"; do row+=" | ${CPUTOT[$c]}"; done
+echo "$row |"
+row="| peak RSS MiB"
+for c in "${FUSECONFIGS[@]}"; do row+=" | $(awk -v k="${RSS[$c]}" 'BEGIN { printf "%.0f", k / 1024 }')"; done
+echo "$row |"
 
 if [ "$OPCOUNT" = 1 ]; then
 	echo
-	echo "FUSE requests per workload from go-fuse debug output (one untimed run each; 'rx' lines):"
+	echo "FUSE requests per workload from debug output (one untimed run each):"
 	echo
-	echo "| workload | wsfs total | loopback total | wsfs by opcode | loopback by opcode |"
-	echo "|---|---:|---:|---|---|"
+	hdr="| workload"
+	sep="|---"
+	for c in "${FUSECONFIGS[@]}"; do
+		hdr+=" | $c total"
+		sep+="|---:"
+	done
+	echo "$hdr |"
+	echo "$sep|"
 	optotal() { awk -F'\t' -v w="$1" -v c="$2" '$1 == w && $2 == c { s += $4 } END { print s + 0 }' "$OPCOUNTS"; }
 	opby() {
 		awk -F'\t' -v w="$1" -v c="$2" '$1 == w && $2 == c { print $4, $3 }' "$OPCOUNTS" | sort -rn |
 			awk '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $2, $1 }'
 	}
 	for w in "${WORKLOADS[@]}"; do
-		echo "| $w | $(optotal "$w" wsfs) | $(optotal "$w" loopback) | $(opby "$w" wsfs) | $(opby "$w" loopback) |"
+		row="| $w"
+		for c in "${FUSECONFIGS[@]}"; do row+=" | $(optotal "$w" "$c")"; done
+		echo "$row |"
+	done
+	echo
+	echo "By opcode:"
+	echo
+	for c in "${FUSECONFIGS[@]}"; do
+		echo "- $c:"
+		for w in "${WORKLOADS[@]}"; do
+			echo "  - $w: $(opby "$w" "$c")"
+		done
 	done
 fi
