@@ -58,13 +58,8 @@ func pathOf(fd int) (int, syscall.Stat_t, error) {
 
 // lookupNew returns the node for a name this directory just made.
 func (n *node) lookupNew(ctx context.Context, name, p string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	fd, err := openPath(n.fd, name)
+	fd, st, err := openPathStat(n.fd, name)
 	if err != nil {
-		return nil, toErrno(err)
-	}
-	var st syscall.Stat_t
-	if err := fstat(fd, &st); err != nil {
-		unix.Close(fd)
 		return nil, toErrno(err)
 	}
 	return n.addChild(ctx, fd, &st, "", p, out), 0

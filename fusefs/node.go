@@ -237,13 +237,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if ch := n.revalidate(name, out); ch != nil {
 		return ch, 0
 	}
-	fd, err := openPath(n.fd, name)
+	fd, st, err := openPathStat(n.fd, name)
 	if err != nil {
-		return nil, toErrno(err)
-	}
-	var st syscall.Stat_t
-	if err := fstat(fd, &st); err != nil {
-		unix.Close(fd)
 		return nil, toErrno(err)
 	}
 	dir := n.phys()

@@ -19,6 +19,21 @@ func openPath(dirfd int, name string) (int, error) {
 	return unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
 
+// openPathStat opens name in dirfd as openPath does and fstats it; the
+// descriptor is closed again when the fstat fails.
+func openPathStat(dirfd int, name string) (int, syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	fd, err := openPath(dirfd, name)
+	if err != nil {
+		return -1, st, err
+	}
+	if err := fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, err
+	}
+	return fd, st, nil
+}
+
 // openCanonical opens a canonical absolute path as O_PATH, refusing any
 // symlink on the way (a canonical path has none; one now means a swap).
 func openCanonical(path string) (int, error) {

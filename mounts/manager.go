@@ -197,16 +197,22 @@ func (m *Manager) Get(ctx context.Context, id string) (Session, error) {
 	return s.snapshot(), nil
 }
 
-// List returns every session, sorted by id.
-func (m *Manager) List(ctx context.Context) []Session {
+// published returns the sessions Create has finished (in no order).
+func (m *Manager) published() []*session {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	all := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
 		if !s.creating {
 			all = append(all, s)
 		}
 	}
-	m.mu.Unlock()
+	return all
+}
+
+// List returns every session, sorted by id.
+func (m *Manager) List(ctx context.Context) []Session {
+	all := m.published()
 	out := make([]Session, 0, len(all))
 	for _, s := range all {
 		s.mu.Lock()
@@ -234,14 +240,7 @@ func (m *Manager) Len() int {
 
 // Stats returns the counters of every mounted session, sorted by id.
 func (m *Manager) Stats() []SessionStats {
-	m.mu.Lock()
-	all := make([]*session, 0, len(m.sessions))
-	for _, s := range m.sessions {
-		if !s.creating {
-			all = append(all, s)
-		}
-	}
-	m.mu.Unlock()
+	all := m.published()
 	var out []SessionStats
 	for _, s := range all {
 		s.mu.Lock()

@@ -224,9 +224,11 @@ func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
 	}
 	spec.Primary = canonRoot
 
-	if err := applyPolicyFlags(cmd, &spec, f.mode, f.addRoots, f.protect); err != nil {
+	patch, err := policyPatch(cmd, f.mode, f.addRoots, f.protect)
+	if err != nil {
 		return fusefs.Config{}, err
 	}
+	spec = spec.Apply(patch)
 	pol, err := policy.Compile(spec)
 	if err != nil {
 		return fusefs.Config{}, asUsage(err)
@@ -312,12 +314,6 @@ func parseAddRoot(v string) (policy.Root, error) {
 		return policy.Root{}, err
 	}
 	return policy.Root{Path: canon, Access: access}, nil
-}
-
-// mergeRoot adds r to roots, replacing the access of a root with the same
-// physical path (a flag overrides the policy file).
-func mergeRoot(roots []policy.Root, r policy.Root) []policy.Root {
-	return policy.MergeRoot(roots, r)
 }
 
 // newUnmountCmd returns the `wsfs unmount` verb.

@@ -8,37 +8,34 @@ import (
 	"github.com/wsfs/wsfs/policy"
 )
 
-// applyPolicyFlags applies the policy flags every verb that builds a policy
-// shares (`wsfs mount`, `wsfs session create`) to spec, in this order:
-// --mode when given on cmd, each --add-root (a flag overrides the file's
-// access for the same root, see mergeRoot), each --protect (added to the
-// file's list, or to policy.DefaultProtected when the file has none). Every
-// error is a usage error naming the flag and the value.
-func applyPolicyFlags(cmd *cobra.Command, spec *policy.Spec, mode string, addRoots, protect []string) error {
+// policyPatch reads the policy flags every verb that builds or changes a
+// policy shares (`wsfs mount`, `wsfs session create`, `wsfs session
+// policy`) into a policy.Patch: --mode when given on cmd, each --add-root
+// (canonical path; one naming a root already there changes its access, see
+// policy.MergeRoot), each --protect (a non-empty path relative to each
+// root). Apply it with policy.Spec.Apply. Every error is a usage error
+// naming the flag and the value.
+func policyPatch(cmd *cobra.Command, mode string, addRoots, protect []string) (policy.Patch, error) {
+	var patch policy.Patch
 	if cmd.Flags().Changed("mode") {
 		m, err := parseMode(mode)
 		if err != nil {
-			return err
+			return policy.Patch{}, err
 		}
-		spec.Mode = m
+		patch.Mode = m
 	}
 	for _, ar := range addRoots {
 		r, err := parseAddRoot(ar)
 		if err != nil {
-			return err
+			return policy.Patch{}, err
 		}
-		spec.Additional = mergeRoot(spec.Additional, r)
+		patch.Additional = append(patch.Additional, r)
 	}
-	if len(protect) > 0 {
-		if spec.Protected == nil {
-			spec.Protected = append([]string(nil), policy.DefaultProtected...)
+	for _, p := range protect {
+		if p == "" || filepath.IsAbs(p) {
+			return policy.Patch{}, errUsage("--protect %q: must be a non-empty path relative to each root", p)
 		}
-		for _, p := range protect {
-			if p == "" || filepath.IsAbs(p) {
-				return errUsage("--protect %q: must be a non-empty path relative to each root", p)
-			}
-			spec.Protected = append(spec.Protected, p)
-		}
+		patch.Protected = append(patch.Protected, p)
 	}
-	return nil
+	return patch, nil
 }

@@ -118,9 +118,11 @@ to the mount root). Prints the session (see "session show").`,
 				return err
 			}
 			spec.Primary = ""
-			if err := applyPolicyFlags(cmd, &spec, mode, addRoots, protect); err != nil {
+			patch, err := policyPatch(cmd, mode, addRoots, protect)
+			if err != nil {
 				return err
 			}
+			spec = spec.Apply(patch)
 			sl, err := fusefs.ParseSymlinkMode(symlinks)
 			if err != nil {
 				return errUsage("--symlinks: %s", err)
@@ -292,26 +294,9 @@ session.`,
 			if err := checkID("session policy", args[0]); err != nil {
 				return err
 			}
-			var patch policy.Patch
-			if cmd.Flags().Changed("mode") {
-				m, err := parseMode(mode)
-				if err != nil {
-					return err
-				}
-				patch.Mode = m
-			}
-			for _, ar := range addRoots {
-				r, err := parseAddRoot(ar)
-				if err != nil {
-					return err
-				}
-				patch.Additional = append(patch.Additional, r)
-			}
-			for _, p := range protect {
-				if p == "" || strings.HasPrefix(p, "/") {
-					return errUsage("--protect %q: must be a non-empty path relative to each root", p)
-				}
-				patch.Protected = append(patch.Protected, p)
+			patch, err := policyPatch(cmd, mode, addRoots, protect)
+			if err != nil {
+				return err
 			}
 			if file == "" && patch.Empty() {
 				return errUsage("session policy: give --policy FILE, --mode, --add-root or --protect")
@@ -319,7 +304,6 @@ session.`,
 			c := daemonClient(cmd)
 			defer c.Close()
 			var s mounts.Session
-			var err error
 			if file != "" {
 				spec, lerr := loadPolicySpec(file)
 				if lerr != nil {
