@@ -150,7 +150,8 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	p := join(n.where(), name)
 	// A hard link needs write access at both ends: otherwise an outside
 	// file could be linked in and written through.
-	if d := m.policy().DecideLink(src.where(), p); !d.Allow {
+	if d := m.policy().DecideLinkAt(src.where(), p, policy.Object{Self: src.fileID()},
+		policy.Object{Dir: n.fileID(), Name: name}); !d.Allow {
 		return nil, m.deny(ctx, "link", p, d)
 	}
 	m.expect(n, name, unix.IN_CREATE)
@@ -201,7 +202,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	n.ensureWatched()
 	np.ensureWatched()
 	src, dst := join(n.where(), name), join(np.where(), newName)
-	if d := m.policy().DecideRename(src, dst); !d.Allow {
+	if d := m.policy().DecideRenameAt(src, dst, policy.Object{Dir: n.fileID(), Name: name},
+		policy.Object{Dir: np.fileID(), Name: newName}); !d.Allow {
 		return m.deny(ctx, "rename", src+" -> "+dst, d)
 	}
 	m.expect(n, name, unix.IN_MOVED_FROM)

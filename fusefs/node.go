@@ -250,6 +250,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			unix.Close(fd)
 			return nil, toErrno(err)
 		}
+		m.policy().ObserveLink(p, text)
 		pres := m.presentLink(dir, text)
 		if m.shown(dir, pres) {
 			st.Size = int64(len(pres.text)) // lstat(2) shows the text's length
@@ -380,10 +381,20 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	return 0
 }
 
-// check asks the policy about op on the node's own physical path.
+// fileID is the (dev, ino) of the node's object; zero when fstat fails.
+func (n *node) fileID() identity.FileID {
+	var st syscall.Stat_t
+	if fstat(n.fd, &st) != nil {
+		return identity.FileID{}
+	}
+	return identity.FileID{Dev: st.Dev, Ino: st.Ino}
+}
+
+// check asks the policy about op on the node's own physical path and
+// object (a hard link to a protected file is protected by identity).
 func (n *node) check(ctx context.Context, op policy.Op, name string) syscall.Errno {
 	p := n.where()
-	d := n.m.policy().Decide(op, p)
+	d := n.m.policy().DecideAt(op, p, policy.Object{Self: n.fileID()})
 	if d.Allow {
 		return 0
 	}
@@ -394,7 +405,7 @@ func (n *node) check(ctx context.Context, op policy.Op, name string) syscall.Err
 func (n *node) checkChild(ctx context.Context, op policy.Op, opName, name string) (string, syscall.Errno) {
 	n.ensureWatched()
 	p := join(n.where(), name)
-	d := n.m.policy().Decide(op, p)
+	d := n.m.policy().DecideAt(op, p, policy.Object{Dir: n.fileID(), Name: name})
 	if d.Allow {
 		switch op {
 		case policy.OpCreate, policy.OpMkdir, policy.OpMknod, policy.OpSymlink:
@@ -630,6 +641,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if err != nil {
 		return nil, toErrno(err)
 	}
+	m.policy().ObserveLink(n.where(), text) // the kernel is about to follow it
 	if m.symlinks == SymlinksFollow {
 		return []byte(text), 0
 	}

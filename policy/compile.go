@@ -154,25 +154,12 @@ func compile(in Spec) (*Policy, error) {
 		}
 	}
 
-	p := &Policy{spec: c.spec}
+	p := &Policy{spec: c.spec, prot: &protection{}}
 	p.buildAreas()
-	if mode != ModeReadOnly {
-		c.protect(primary)
-	}
-	for _, r := range c.spec.Additional {
-		if r.Access == AccessReadWrite {
-			c.protect(r.Path)
-		}
-	}
-	p.guards = c.guards
-	// Innermost first, so both lookups report the innermost guard a path is
-	// under; p.guards keeps the spec's order for the ancestor rule.
-	for i := range p.guards {
-		p.inner = append(p.inner, &p.guards[i])
-	}
-	sort.SliceStable(p.inner, func(i, j int) bool { return len(p.inner[i].key) > len(p.inner[j].key) })
-	p.buildIndex()
-	p.useIndex = len(p.areas)+len(p.guards) > indexThreshold
+	p.buildAreaIndex()
+	gs := p.computeGuards(nil, nil)
+	p.prot.cur.Store(gs)
+	p.useIndex = len(p.areas)+len(gs.guards) > indexThreshold
 	return p, nil
 }
 
@@ -299,42 +286,27 @@ func newArea(path string, k kind, acc Access) area {
 	return a
 }
 
-// buildIndex builds the maps lookupIndex uses: every area path and guard key,
-// and every strict ancestor of a guard key.
-func (p *Policy) buildIndex() {
-	p.index = map[string]*node{}
-	p.above = map[string]*guard{}
-	get := func(k string) *node {
-		n := p.index[k]
-		if n == nil {
-			n = &node{}
-			p.index[k] = n
-		}
-		return n
-	}
+// buildAreaIndex builds the map lookupIndex uses for areas.
+func (p *Policy) buildAreaIndex() {
+	p.aindex = map[string]*area{}
 	for i := range p.areas {
-		get(p.areas[i].path).area = &p.areas[i]
+		p.aindex[p.areas[i].path] = &p.areas[i]
 	}
-	for i := range p.guards {
-		g := &p.guards[i]
-		if n := get(g.key); n.guard == nil {
-			n.guard = g
-		}
-		for q := g.key; q != "/"; {
-			q = filepath.Dir(q)
-			if p.above[q] == nil {
-				p.above[q] = g
-			}
-		}
-	}
+	p.alens = keyLengths(p.aindex)
+}
+
+// keyLengths returns the distinct lengths of m's keys, longest first.
+func keyLengths[V any](m map[string]V) []int {
 	seen := map[int]bool{}
-	for k := range p.index {
+	var lens []int
+	for k := range m {
 		if !seen[len(k)] {
 			seen[len(k)] = true
-			p.keyLens = append(p.keyLens, len(k))
+			lens = append(lens, len(k))
 		}
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(p.keyLens)))
+	sort.Sort(sort.Reverse(sort.IntSlice(lens)))
+	return lens
 }
 
 // protect adds the guards of the writable explicit root r.
@@ -375,6 +347,16 @@ func (c *compiler) guardPath(path, entry string) {
 	if k, err := identity.TargetKey(path); err == nil {
 		c.add(k, entry)
 	}
+}
+
+// addGuard adds a guard remembered from an earlier set (or observed), unless
+// its key is there already or the set holds maxGuards keys.
+func (c *compiler) addGuard(g guard) {
+	if c.seen[g.key] || len(c.guards) >= maxGuards {
+		return
+	}
+	c.seen[g.key] = true
+	c.guards = append(c.guards, g)
 }
 
 func (c *compiler) add(key, entry string) {

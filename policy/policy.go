@@ -39,13 +39,6 @@ type guard struct {
 	deny Decision
 }
 
-// node is one entry of the index used when there are many roots: the area
-// rooted exactly at a path and the guard keyed exactly at it.
-type node struct {
-	area  *area
-	guard *guard
-}
-
 // indexThreshold is the number of areas plus guards above which Decide looks
 // the path's ancestors up in a map instead of scanning every root and guard:
 // the scan is O(roots); the index costs one map lookup per distinct key length
@@ -70,12 +63,12 @@ type Policy struct {
 	writable bool
 	areas    []area // most specific (longest path) first; equal paths merged
 	outside  area
-	guards   []guard  // in the order of Spec.Protected
-	inner    []*guard // guards, longest key first
-	index    map[string]*node
-	keyLens  []int             // the lengths of the index keys, longest first
-	above    map[string]*guard // strict ancestors of guard keys: the first guard below
+	aindex   map[string]*area // areas by path
+	alens    []int            // the lengths of the aindex keys, longest first
 	useIndex bool
+	// prot holds the protected set, which follows the host (protect.go).
+	// A pointer, so the copies tests make share it.
+	prot *protection
 }
 
 // Compile checks spec and canonicalizes every root; it is the only way to
@@ -104,7 +97,9 @@ type Policy struct {
 // git to hooks the policy does not guard.
 //
 // Compile reads the file system (lstat, readlink, reading .git pointer
-// files); Decide never does.
+// files); Decide never does: it uses the protected set as last computed.
+// The set follows the host: DecideAt revalidates and recomputes it (see
+// protect.go), and also matches protected objects by (dev, ino).
 func Compile(spec Spec) (*Policy, error) {
 	return compile(spec)
 }
@@ -183,6 +178,12 @@ func (p *Policy) DecideLink(src, dst string) Decision {
 func (p *Policy) decidePair(op Op, src, dst string, xdev Decision) Decision {
 	ds, as, fs := p.decide(op, src)
 	dd, ad, fd := p.decide(op, dst)
+	return combine(ds, dd, as, ad, fs, fd, xdev)
+}
+
+// combine is the rule of DecideRename for two ends' decisions, areas and
+// finality.
+func combine(ds, dd Decision, as, ad *area, fs, fd bool, xdev Decision) Decision {
 	switch {
 	case fs:
 		return ds
@@ -205,6 +206,11 @@ func (p *Policy) decidePair(op Op, src, dst string, xdev Decision) Decision {
 // for a rename or link whatever the other end is: a refusal for the path's
 // shape, a none root, a device, a protected key or its ancestor.
 func (p *Policy) decide(op Op, path string) (Decision, *area, bool) {
+	return p.decideIn(p.prot.cur.Load(), op, path)
+}
+
+// decideIn is decide against the guard set gs.
+func (p *Policy) decideIn(gs *guardSet, op Op, path string) (Decision, *area, bool) {
 	if len(path) == 0 || path[0] != '/' {
 		return denyNotAbsolute, nil, true
 	}
@@ -225,9 +231,9 @@ func (p *Policy) decide(op Op, path string) (Decision, *area, bool) {
 	creates := op == OpSymlink || op == OpCreate || op == OpLink || op == OpMknod
 	checkAncestor := op == OpRename || op == OpUnlink || op == OpRmdir || creates
 	if p.useIndex {
-		a, g, above = p.lookupIndex(path, checkAncestor)
+		a, g, above = p.lookupIndex(gs, path, checkAncestor)
 	} else {
-		a, g, above = p.lookupScan(path, checkAncestor)
+		a, g, above = p.lookupScan(gs, path, checkAncestor)
 	}
 	if above && creates && len(path) <= len(a.path) {
 		g = nil
@@ -254,7 +260,7 @@ func (p *Policy) decide(op Op, path string) (Decision, *area, bool) {
 // every area and guard; best for a handful of roots. A guard the path is
 // under is preferred to one the path is an ancestor of; above reports the
 // latter.
-func (p *Policy) lookupScan(path string, checkAncestor bool) (a *area, g *guard, above bool) {
+func (p *Policy) lookupScan(gs *guardSet, path string, checkAncestor bool) (a *area, g *guard, above bool) {
 	a = &p.outside
 	for i := range p.areas {
 		if identity.Within(path, p.areas[i].path) {
@@ -262,15 +268,15 @@ func (p *Policy) lookupScan(path string, checkAncestor bool) (a *area, g *guard,
 			break
 		}
 	}
-	for _, g := range p.inner {
+	for _, g := range gs.inner {
 		if identity.Within(path, g.key) {
 			return a, g, false
 		}
 	}
 	if checkAncestor {
-		for i := range p.guards {
-			if identity.Within(p.guards[i].key, path) {
-				return a, &p.guards[i], true
+		for i := range gs.guards {
+			if identity.Within(gs.guards[i].key, path) {
+				return a, &gs.guards[i], true
 			}
 		}
 	}
@@ -280,28 +286,35 @@ func (p *Policy) lookupScan(path string, checkAncestor bool) (a *area, g *guard,
 // lookupIndex finds the same answer as lookupScan with one map lookup per
 // ancestor of path (the path itself first) whose length is the length of an
 // index key.
-func (p *Policy) lookupIndex(path string, checkAncestor bool) (a *area, g *guard, above bool) {
-	for _, n := range p.keyLens { // longest first
-		if n > len(path) || (n < len(path) && n > 1 && path[n] != '/') {
-			continue
-		}
-		if nd := p.index[path[:n]]; nd != nil {
-			if a == nil && nd.area != nil {
-				a = nd.area
-			}
-			if g == nil && nd.guard != nil {
-				g = nd.guard
+func (p *Policy) lookupIndex(gs *guardSet, path string, checkAncestor bool) (a *area, g *guard, above bool) {
+	for _, n := range p.alens { // longest first
+		if onBoundary(path, n) {
+			if x := p.aindex[path[:n]]; x != nil {
+				a = x
+				break
 			}
 		}
 	}
 	if a == nil {
 		a = &p.outside
 	}
-	if g == nil && checkAncestor {
-		g = p.above[path]
+	for _, n := range gs.glens { // longest first
+		if onBoundary(path, n) {
+			if x := gs.gindex[path[:n]]; x != nil {
+				return a, x, false
+			}
+		}
+	}
+	if checkAncestor {
+		g = gs.above[path]
 		above = g != nil
 	}
 	return a, g, above
+}
+
+// onBoundary reports whether path[:n] is path or one of its ancestors.
+func onBoundary(path string, n int) bool {
+	return n <= len(path) && (n == len(path) || n == 1 || path[n] == '/')
 }
 
 // canonical reports whether an absolute path has no empty, "." or ".."

@@ -742,3 +742,20 @@ func TestProtectedAncestorCreation(t *testing.T) {
 		{OpCreate, "proj", allow("primary:read-write")}, // a root is not checked as an ancestor
 	})
 }
+
+// BenchmarkDecideAt is BenchmarkDecide through the host-following entry
+// point: a write the path rules allow revalidates the witnesses (lstat(2)
+// of the chain to every protected key) before the identity checks.
+func BenchmarkDecideAt(b *testing.B) {
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("roots=%d", n), func(b *testing.B) {
+			p, paths := benchPolicy(b, n)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				_ = p.DecideAt(OpCreate, paths[i&3], Object{})
+				i++
+			}
+		})
+	}
+}

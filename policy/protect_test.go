@@ -1,0 +1,138 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wsfs/wsfs/identity"
+)
+
+func idOf(t *testing.T, p string) identity.FileID {
+	t.Helper()
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Lstat(p, &st))
+	return identity.FileID{Dev: st.Dev, Ino: st.Ino}
+}
+
+// in names the name base(p) in its directory, by identity.
+func in(t *testing.T, p string) Object {
+	return Object{Dir: idOf(t, filepath.Dir(p)), Name: filepath.Base(p)}
+}
+
+var (
+	denyHooks  = deny(syscall.EACCES, "protected:.git/hooks")
+	denyConfig = deny(syscall.EACCES, "protected:.git/config")
+)
+
+// TestProtectedAlias: a hard link made on the host to a protected file is
+// protected by (dev, ino), whichever name is used; other inodes are not.
+func TestProtectedAlias(t *testing.T) {
+	root := tree(t, "proj/.git/hooks/pre-commit", "proj/.git/config", "proj/f")
+	proj := root + "/proj"
+	p := mustCompile(t, Spec{Primary: proj, Temp: []string{}})
+	// Made after Compile: the next decision sees them.
+	require.NoError(t, os.Link(proj+"/.git/config", proj+"/alias"))
+	require.NoError(t, os.Link(proj+"/.git/hooks/pre-commit", proj+"/hook-alias"))
+	require.NoError(t, os.Link(proj+"/f", proj+"/f2"))
+
+	for _, c := range []struct {
+		op   Op
+		path string
+		want Decision
+	}{
+		{OpOpenWrite, "alias", denyConfig},
+		{OpSetattr, "hook-alias", denyHooks}, // chmod 4777 through an alias
+		{OpOpenWrite, ".git/config", denyConfig},
+		{OpOpenWrite, "f2", allow("primary:read-write")},
+		{OpOpenWrite, "f", allow("primary:read-write")},
+	} {
+		path := proj + "/" + c.path
+		assert.Equal(t, c.want, p.DecideAt(c.op, path, Object{Self: idOf(t, path)}), "%s %s", c.op, c.path)
+	}
+	// Linking a protected inode to a new name is refused by identity too.
+	assert.Equal(t, denyConfig, p.DecideLinkAt(proj+"/alias", proj+"/alias2",
+		Object{Self: idOf(t, proj+"/alias")}, in(t, proj+"/alias2")))
+	// Removing an alias name leaves the protected content alone: allowed.
+	assert.Equal(t, allow("primary:read-write"), p.DecideAt(OpUnlink, proj+"/alias", in(t, proj+"/alias")))
+}
+
+// TestProtectionFollowsHostSwap: .git swapped on the host for a symlink to a
+// decoy after Compile; the decoy's hooks are protected at the next
+// decision, and the real hooks stay protected where they went.
+func TestProtectionFollowsHostSwap(t *testing.T) {
+	root := tree(t, "proj/.git/hooks/pre-commit", "proj/.git/config", "proj/decoy/hooks/", "proj/decoy/config")
+	proj := root + "/proj"
+	p := mustCompile(t, Spec{Primary: proj, Temp: []string{}})
+	require.NoError(t, os.Rename(proj+"/.git", proj+"/.git.real"))
+	require.NoError(t, os.Symlink("decoy", proj+"/.git"))
+
+	x := proj + "/decoy/hooks/x"
+	assert.Equal(t, denyHooks, p.DecideAt(OpCreate, x, in(t, x)))
+	assert.Equal(t, denyConfig, p.DecideAt(OpOpenWrite, proj+"/decoy/config", Object{Self: idOf(t, proj+"/decoy/config")}))
+	// The real hooks, renamed on the host: protected by identity.
+	real := proj + "/.git.real/hooks/x"
+	assert.Equal(t, denyHooks, p.DecideAt(OpCreate, real, in(t, real)))
+	hook := proj + "/.git.real/hooks/pre-commit"
+	assert.Equal(t, denyHooks, p.DecideAt(OpSetattr, hook, Object{Self: idOf(t, hook)}))
+	// Moving the real hooks away or making a new one in its place is refused.
+	assert.Equal(t, denyHooks, p.DecideAt(OpRename, proj+"/.git.real/hooks", in(t, proj+"/.git.real/hooks")))
+	// Swapped back: both stay protected (monotone).
+	require.NoError(t, os.Remove(proj+"/.git"))
+	require.NoError(t, os.Rename(proj+"/.git.real", proj+"/.git"))
+	assert.Equal(t, denyHooks, p.DecideAt(OpCreate, x, in(t, x)))
+	assert.Equal(t, denyHooks, p.DecideAt(OpCreate, proj+"/.git/hooks/x", in(t, proj+"/.git/hooks/x")))
+	assert.Equal(t, allow("primary:read-write"), p.DecideAt(OpCreate, proj+"/decoy/y", in(t, proj+"/decoy/y")))
+}
+
+// TestProtectionFollowsGitdirPointer: a gitdir: pointer written on the host
+// after Compile protects the hooks and config of the gitdir it names.
+func TestProtectionFollowsGitdirPointer(t *testing.T) {
+	root := tree(t, "proj/", "other/hooks/", "other/config", "rw/")
+	proj := root + "/proj"
+	p := mustCompile(t, Spec{Primary: proj, Temp: []string{},
+		Additional: []Root{{Path: root + "/rw", Access: AccessReadWrite}, {Path: root + "/other", Access: AccessReadWrite}}})
+	x := root + "/other/hooks/x"
+	assert.Equal(t, allow("additional:read-write"), p.DecideAt(OpCreate, x, in(t, x)))
+	writeFile(t, proj+"/.git", "gitdir: ../other\n")
+	assert.Equal(t, denyHooks, p.DecideAt(OpCreate, x, in(t, x)))
+	assert.Equal(t, denyConfig, p.DecideAt(OpOpenWrite, root+"/other/config", Object{Self: idOf(t, root+"/other/config")}))
+	assert.Equal(t, deny(syscall.EACCES, "protected:.git"), p.DecideAt(OpOpenWrite, proj+"/.git", Object{Self: idOf(t, proj+"/.git")}))
+}
+
+// TestObserveLink: a link on the way to a protected key, seen by the server
+// before it presents it, protects what its text reaches even when the host
+// swaps it back before the next decision.
+func TestObserveLink(t *testing.T) {
+	root := tree(t, "proj/.git/hooks/", "proj/decoy/hooks/")
+	proj := root + "/proj"
+	p := mustCompile(t, Spec{Primary: proj, Temp: []string{}})
+	p.ObserveLink(proj+"/.git", "decoy") // never on disk
+	x := proj + "/decoy/hooks/x"
+	assert.Equal(t, denyHooks, p.DecideAt(OpCreate, x, in(t, x)))
+	assert.Equal(t, denyHooks, p.Decide(OpCreate, x))
+	before := p.prot.cur.Load()
+	p.ObserveLink(proj+"/src", "elsewhere") // not on the way: nothing changes
+	assert.Same(t, before, p.prot.cur.Load())
+}
+
+// TestProtectionNoRecompute: decisions on an unchanged tree reuse the set.
+func TestProtectionNoRecompute(t *testing.T) {
+	root := tree(t, "proj/.git/hooks/", "proj/.git/config")
+	proj := root + "/proj"
+	p := mustCompile(t, Spec{Primary: proj, Temp: []string{}})
+	before := p.prot.cur.Load()
+	for i := 0; i < 10; i++ {
+		f := proj + "/f"
+		writeFile(t, f, "x") // churn in the root does not recompute
+		assert.Equal(t, allow("primary:read-write"), p.DecideAt(OpCreate, f, in(t, f)))
+	}
+	assert.Same(t, before, p.prot.cur.Load())
+	require.NoError(t, os.WriteFile(proj+"/.git/hooks/new", nil, 0o755))
+	assert.Equal(t, allow("primary:read-write"), p.DecideAt(OpCreate, proj+"/g", in(t, proj+"/g")))
+	assert.NotSame(t, before, p.prot.cur.Load())
+}
