@@ -9,10 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // errnoChild runs "op path [arg]" lines (argv[1:]) in the child's cwd and
@@ -139,14 +136,6 @@ for k in sorted(res):
 // are live while .git points at them) or outside the root.
 func TestRaceSwapGitForSymlink(t *testing.T) {
 	need(t, "python3")
-	secs := 5.0
-	if s := os.Getenv("WSFS_RACE_SECONDS"); s != "" {
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || v <= 0 {
-			t.Fatalf("WSFS_RACE_SECONDS=%q: want a positive number", s)
-		}
-		secs = v
-	}
 	outside := canonT(t, t.TempDir())
 	mkdirT(t, filepath.Join(outside, "hooks"), 0o755)
 	writeFileT(t, filepath.Join(outside, "config"), "outside config\n", 0o644)
@@ -162,47 +151,20 @@ func TestRaceSwapGitForSymlink(t *testing.T) {
 	gitBefore := treeSnapshot(t, git)
 	decoyBefore := treeSnapshot(t, filepath.Join(backing, "decoy"))
 
-	var swaps, swapErrs atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		targets := []string{"decoy", outside}
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			err := os.Rename(git, real)
+	targets := []string{"decoy", outside}
+	out := runRace(t, mnt, raceHookChild, raceSeconds(t, 5), func(i int) error {
+		err := os.Rename(git, real)
+		if err == nil {
+			err = os.Symlink(targets[i%2], git)
 			if err == nil {
-				err = os.Symlink(targets[i%2], git)
-				if err == nil {
-					err = os.Remove(git)
-				}
-				if e := os.Rename(real, git); e != nil && err == nil {
-					err = e
-				}
+				err = os.Remove(git)
 			}
-			if err != nil {
-				swapErrs.Add(1)
-			} else {
-				swaps.Add(1)
+			if e := os.Rename(real, git); e != nil && err == nil {
+				err = e
 			}
 		}
-	}()
-	start := time.Now()
-	out, errOut, code := shEnv(t, mnt, nil, "python3 -c "+shq(raceHookChild)+" "+strconv.FormatFloat(secs, 'f', -1, 64))
-	close(stop)
-	wg.Wait()
-	t.Logf("race ran %v: %d host swaps (%d failed); child (exit %d):\n%s", time.Since(start).Round(time.Millisecond), swaps.Load(), swapErrs.Load(), code, out)
-	if code != 0 {
-		t.Errorf("race child exited %d: %s", code, errOut)
-	}
-	if swaps.Load() == 0 || len(lines(out)) < 2 {
-		t.Errorf("race did not run: swaps=%d child output %q", swaps.Load(), out)
-	}
+		return err
+	})
 	if strings.Contains(out, ":ok") {
 		t.Errorf("a write through .git succeeded during the race:\n%s", out)
 	}

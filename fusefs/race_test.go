@@ -72,16 +72,61 @@ for k in sorted(res):
     print(k, res[k])
 `
 
+// raceSeconds is how long a race test runs: WSFS_RACE_SECONDS when set, else
+// def.
+func raceSeconds(t *testing.T, def float64) float64 {
+	s := os.Getenv("WSFS_RACE_SECONDS")
+	if s == "" {
+		return def
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		t.Fatalf("WSFS_RACE_SECONDS=%q: want a positive number", s)
+	}
+	return v
+}
+
+// runRace runs swap(0), swap(1), ... in a host loop while the python
+// script child runs in mnt with argv[1] = secs, and returns the child's
+// output; the test fails unless the child exits 0 having printed its
+// counts, and at least one swap succeeded.
+func runRace(t *testing.T, mnt, child string, secs float64, swap func(i int) error) string {
+	t.Helper()
+	var swaps, swapErrs atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if swap(i) != nil {
+				swapErrs.Add(1)
+			} else {
+				swaps.Add(1)
+			}
+		}
+	}()
+	start := time.Now()
+	out, errOut, code := shEnv(t, mnt, nil, "python3 -c "+shq(child)+" "+strconv.FormatFloat(secs, 'f', -1, 64))
+	close(stop)
+	wg.Wait()
+	t.Logf("race ran %v: %d host swaps (%d failed swap attempts); child (exit %d):\n%s", time.Since(start).Round(time.Millisecond), swaps.Load(), swapErrs.Load(), code, out)
+	if code != 0 {
+		t.Errorf("race child exited %d: %s", code, errOut)
+	}
+	if swaps.Load() == 0 || len(lines(out)) < 2 {
+		t.Errorf("race did not run: swaps=%d child output %q", swaps.Load(), out)
+	}
+	return out
+}
+
 func TestRaceSwapDirForSymlink(t *testing.T) {
 	need(t, "python3")
-	secs := 10.0
-	if s := os.Getenv("WSFS_RACE_SECONDS"); s != "" {
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || v <= 0 {
-			t.Fatalf("WSFS_RACE_SECONDS=%q: want a positive number", s)
-		}
-		secs = v
-	}
 	outside := canonT(t, t.TempDir())
 	writeFileT(t, filepath.Join(outside, "secret"), "orig secret\n", 0o644)
 	mkdirT(t, filepath.Join(outside, "sub"), 0o755)
@@ -97,55 +142,26 @@ func TestRaceSwapDirForSymlink(t *testing.T) {
 	}))
 
 	work, alt := filepath.Join(backing, "work"), filepath.Join(backing, "alt")
-	var swaps, swapErrs atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// Alternate an atomic exchange with a non-atomic rename + symlink
-		// sequence, so both kinds of host-side change are raced.
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
+	// Alternate an atomic exchange with a non-atomic rename + symlink
+	// sequence, so both kinds of host-side change are raced.
+	runRace(t, mnt, raceChild, raceSeconds(t, 10), func(i int) error {
+		if i%4 != 3 {
+			return unix.Renameat2(unix.AT_FDCWD, work, unix.AT_FDCWD, alt, unix.RENAME_EXCHANGE)
+		}
+		// work (dir or link) -> work.tmp; symlink work -> outside; then
+		// put things back the other way.
+		tmp := work + ".tmp"
+		err := os.Rename(work, tmp)
+		if err == nil {
+			if err = os.Symlink(outside, work); err == nil {
+				os.Remove(work)
 			}
-			var err error
-			if i%4 != 3 {
-				err = unix.Renameat2(unix.AT_FDCWD, work, unix.AT_FDCWD, alt, unix.RENAME_EXCHANGE)
-			} else {
-				// work (dir or link) -> work.tmp; symlink work -> outside;
-				// then put things back the other way.
-				tmp := work + ".tmp"
-				if err = os.Rename(work, tmp); err == nil {
-					if err = os.Symlink(outside, work); err == nil {
-						os.Remove(work)
-					}
-					if e := os.Rename(tmp, work); e != nil && err == nil {
-						err = e
-					}
-				}
-			}
-			if err != nil {
-				swapErrs.Add(1)
-			} else {
-				swaps.Add(1)
+			if e := os.Rename(tmp, work); e != nil && err == nil {
+				err = e
 			}
 		}
-	}()
-
-	start := time.Now()
-	out, errOut, code := shEnv(t, mnt, nil, "python3 -c "+shq(raceChild)+" "+strconv.FormatFloat(secs, 'f', -1, 64))
-	close(stop)
-	wg.Wait()
-	t.Logf("race ran %v: %d host swaps (%d failed swap attempts); child (exit %d):\n%s", time.Since(start).Round(time.Millisecond), swaps.Load(), swapErrs.Load(), code, out)
-	if code != 0 {
-		t.Errorf("race child exited %d: %s", code, errOut)
-	}
-	if swaps.Load() == 0 || len(lines(out)) < 2 {
-		t.Errorf("race did not run: swaps=%d child output %q", swaps.Load(), out)
-	}
+		return err
+	})
 	// leave work as the real directory
 	if st, err := os.Lstat(work); err == nil && st.Mode()&os.ModeSymlink != 0 {
 		unix.Renameat2(unix.AT_FDCWD, work, unix.AT_FDCWD, alt, unix.RENAME_EXCHANGE)
