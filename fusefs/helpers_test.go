@@ -300,6 +300,12 @@ func shOK(t testing.TB, dir, script string) string {
 // shEnv is sh with extra environment and stderr returned.
 func shEnv(t testing.TB, dir string, env []string, script string) (stdout, stderr string, exit int) {
 	t.Helper()
+	return shAs(t, nil, dir, env, script)
+}
+
+// shAs is shEnv run with the credentials cred (nil: this process's).
+func shAs(t testing.TB, cred *syscall.Credential, dir string, env []string, script string) (stdout, stderr string, exit int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), childTimeout)
 	defer cancel()
 	// Never cmd.Dir = dir: the child would chdir into the mount between
@@ -310,7 +316,7 @@ func shEnv(t testing.TB, dir string, env []string, script string) (stdout, stder
 	cmd := exec.CommandContext(ctx, "bash", "-c", "cd "+shq(dir)+" || exit 97\n"+script)
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e

@@ -28,7 +28,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	// O_NOFOLLOW: a symlink planted on the host under this name is not
 	// followed (go-fuse's loopback create follows it).
-	fd, err := unix.Openat(n.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	var fd int
+	err := asCaller(ctx, n.fd, func() (err error) {
+		fd, err = unix.Openat(n.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+		return err
+	})
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
@@ -71,7 +75,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if errno != 0 {
 		return nil, errno
 	}
-	if err := unix.Mkdirat(n.fd, name, mode); err != nil {
+	if err := asCaller(ctx, n.fd, func() error { return unix.Mkdirat(n.fd, name, mode) }); err != nil {
 		return nil, toErrno(err)
 	}
 	return n.lookupNew(ctx, name, p, out)
@@ -87,7 +91,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if errno != 0 {
 		return nil, errno
 	}
-	if err := unix.Mknodat(n.fd, name, mode, int(dev)); err != nil {
+	if err := asCaller(ctx, n.fd, func() error { return unix.Mknodat(n.fd, name, mode, int(dev)) }); err != nil {
 		return nil, toErrno(err)
 	}
 	return n.lookupNew(ctx, name, p, out)
@@ -125,7 +129,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 			}
 		}
 	}
-	if err := unix.Symlinkat(target, n.fd, name); err != nil {
+	if err := asCaller(ctx, n.fd, func() error { return unix.Symlinkat(target, n.fd, name) }); err != nil {
 		return nil, toErrno(err)
 	}
 	ch, errno := n.lookupNew(ctx, name, p, out)
@@ -206,6 +210,13 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		policy.Object{Dir: np.fileID(), Name: newName}); !d.Allow {
 		return m.deny(ctx, "rename", src+" -> "+dst, d)
 	}
+	if flags&unix.RENAME_WHITEOUT != 0 {
+		// The whiteout left at the source is a 0:0 character device
+		// (rename(2)): decided as one.
+		if d := m.policy().Decide(policy.OpMknodDevice, src); !d.Allow {
+			return m.deny(ctx, "rename", src, d)
+		}
+	}
 	m.expect(n, name, unix.IN_MOVED_FROM)
 	m.expect(np, newName, unix.IN_MOVED_TO)
 	if flags&unix.RENAME_EXCHANGE != 0 {
@@ -224,7 +235,11 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 		return nil, nil, 0, errno
 	}
 	p := n.where()
-	fd, err := unix.Openat(n.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode)
+	var fd int
+	err := asCaller(ctx, n.fd, func() (err error) {
+		fd, err = unix.Openat(n.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode)
+		return err
+	})
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}

@@ -32,7 +32,8 @@ type Server struct {
 
 // Mount validates cfg, mounts and returns once the kernel serves the mount.
 // As root it calls mount(2) itself (go-fuse DirectMount), otherwise
-// fusermount3. It sets the process umask to 0: the kernel has already applied
+// fusermount3; an unprivileged server has no FUSE passthrough (reads and
+// writes go through it) and creates every object as its own user. It sets the process umask to 0: the kernel has already applied
 // the caller's umask to every mode it sends (fuse(4)), and the server must not
 // apply its own on top. It raises RLIMIT_NOFILE to the hard limit, since each
 // inode the kernel knows holds one O_PATH descriptor.
@@ -113,6 +114,11 @@ func Mount(cfg Config) (*Server, error) {
 	}
 	if cfg.AllowOther {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
+	}
+	if os.Geteuid() != 0 {
+		// Registering a backing file needs CAP_SYS_ADMIN (fuse_backing_open):
+		// an unprivileged server serves file data itself.
+		opts.MountOptions.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
 	// Never kernel-"ro", even when nothing is writable: read-only is decided
 	// here (EROFS), so every denial is logged and counted and a read-only

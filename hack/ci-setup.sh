@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what wsfs's tests and demo need on a Debian machine: fuse3
 # (fusermount3 and the FUSE device), git, and the tools the end-to-end tests
-# drive the mount with (python3, flock, stat, truncate). Idempotent: apt-get
+# drive the mount with (python3, flock, stat, truncate); /dev/fuse 0666 and
+# user_allow_other for the tests that run wsfs as an ordinary user. Idempotent: apt-get
 # runs only when something is missing. Needs root (or sudo).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -32,6 +33,16 @@ fi
 if [ ! -c /dev/fuse ]; then
 	echo "ci-setup: /dev/fuse is missing and cannot be created: tests that mount will fail" >&2
 	exit 1
+fi
+# The unprivileged-server tests (issue 8) run wsfs as an ordinary user
+# (uid 65534) through fusermount3: it needs /dev/fuse open to everyone (the
+# usual 0666; some images ship 0600) and, for --allow-other, user_allow_other
+# in /etc/fuse.conf (fuse(8)).
+if [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+	"${sudo[@]}" chmod 0666 /dev/fuse
+fi
+if ! grep -qx 'user_allow_other' /etc/fuse.conf 2>/dev/null; then
+	echo user_allow_other | "${sudo[@]}" tee -a /etc/fuse.conf >/dev/null
 fi
 # staticcheck for .ci/run, at the version it pins (STATICCHECK_VERSION).
 if [ -n "${STATICCHECK_VERSION:-}" ]; then

@@ -132,7 +132,9 @@ func (p *Policy) Writable() bool { return p.writable }
 // entries alike; "/" boundaries, so /a/bc is not inside /a). In order:
 //   - a "none" root: EACCES, rule "root:none", for every op, OpRead included;
 //   - OpRead: allowed, rule "<area>:<access>";
-//   - OpMknodDevice: EPERM, rule "device";
+//   - OpMknodDevice (a character or block device, or a whiteout): EPERM,
+//     rule "device", except in full-access mode, where it is decided as
+//     any other create below;
 //   - a path equal to or under a protected key: EACCES, rule
 //     "protected:<entry>"; for OpRename, OpUnlink and OpRmdir also a path
 //     that is an ancestor of a protected key (that would move the protected
@@ -228,7 +230,7 @@ func (p *Policy) decideIn(gs *guardSet, op Op, path string) (Decision, *area, bo
 	// made after Compile would lead around the protection. (A root itself
 	// cannot be created; only names strictly inside one are checked for
 	// the creating ops.)
-	creates := op == OpSymlink || op == OpCreate || op == OpLink || op == OpMknod
+	creates := op == OpSymlink || op == OpCreate || op == OpLink || op == OpMknod || op == OpMknodDevice
 	checkAncestor := op == OpRename || op == OpUnlink || op == OpRmdir || creates
 	if p.useIndex {
 		a, g, above = p.lookupIndex(gs, path, checkAncestor)
@@ -243,7 +245,7 @@ func (p *Policy) decideIn(gs *guardSet, op Op, path string) (Decision, *area, bo
 		return a.write, a, true
 	case op == OpRead:
 		return a.read, a, false
-	case op == OpMknodDevice:
+	case op == OpMknodDevice && p.spec.Mode != ModeFullAccess:
 		return denyDevice, a, true
 	case g != nil:
 		// Final: a rename or link that creates, replaces or moves a

@@ -156,6 +156,18 @@ func TestDevice(t *testing.T) {
 		p := mustCompile(t, Spec{Mode: mode, Primary: filepath.Join(root, "proj"), Temp: []string{},
 			Additional: []Root{{Path: filepath.Join(root, "ro"), Access: AccessReadOnly}}})
 		dev := deny(syscall.EPERM, "device")
+		if mode == ModeFullAccess {
+			// Devices and whiteouts are data there: the matrix and the
+			// protected subpaths decide, as for any other create.
+			runChecks(t, p, root, []check{
+				{OpMknodDevice, "proj/null", allow("primary:read-write")},
+				{OpMknodDevice, "ro/null", deny(syscall.EROFS, "additional:read-only")},
+				{OpMknodDevice, "out/null", allow("outside:read-write")},
+				{OpMknodDevice, "proj/.git/hooks/null", deny(syscall.EACCES, "protected:.git/hooks")},
+				{OpMknodDevice, "proj/.git", deny(syscall.EACCES, "protected:.git/hooks")},
+			})
+			continue
+		}
 		runChecks(t, p, root, []check{
 			{OpMknodDevice, "proj/null", dev},
 			{OpMknodDevice, "ro/null", dev},

@@ -73,7 +73,7 @@ const (
 	OpCreate
 	OpMkdir
 	OpMknod       // fifo or socket
-	OpMknodDevice // character or block device: always EPERM
+	OpMknodDevice // character or block device, or a whiteout: EPERM except in full-access
 	OpSymlink
 	OpLink // the new name; DecideLink checks the source too
 	OpUnlink

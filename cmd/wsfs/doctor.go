@@ -115,7 +115,7 @@ func checkMountHelper() check {
 		c.Status, c.Detail, c.Fix = checkFail, "not root and fusermount3 not in PATH", "install fuse3 (apt-get install fuse3) or run as root"
 		return c
 	}
-	c.Status, c.Detail = checkOK, "fusermount3 at "+p
+	c.Status, c.Detail = checkOK, "fusermount3 at "+p+"; an unprivileged server: no FUSE passthrough (reads and writes go through the server), and objects other users create on an --allow-other mount belong to this user"
 	return c
 }
 
@@ -149,7 +149,7 @@ func checkPassthrough() check {
 	case major > 6 || major == 6 && minor >= 9:
 		c.Status, c.Detail = checkOK, "kernel "+release+" supports FUSE passthrough"
 		if os.Geteuid() != 0 {
-			c.Status, c.Detail, c.Fix = checkWarn, c.Detail+", but it needs root (CAP_SYS_ADMIN)", "run the daemon as root for passthrough file data"
+			c.Status, c.Detail, c.Fix = checkWarn, c.Detail+", but it needs root (CAP_SYS_ADMIN): not used, reads and writes go through the server", "run the daemon as root for passthrough file data"
 		}
 	default:
 		c.Status, c.Detail, c.Fix = checkWarn, "kernel "+release+" has no FUSE passthrough: file data goes through the server", "upgrade to Linux 6.9+ for native-speed file data"
