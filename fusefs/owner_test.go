@@ -157,19 +157,29 @@ func TestOwnerOfCreatedObjects(t *testing.T) {
 	}
 }
 
+// nativeAndMountedT returns two empty directories of mode 0777 that every
+// user can reach: one native (ext4 here, the reference), one in a
+// full-access --allow-other mount. It skips unless root.
+func nativeAndMountedT(t *testing.T) (native, mounted string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the server switches to the caller's identity")
+	}
+	_, mnt, _ := mountT(t, withAllowOther(), withMode(policy.ModeFullAccess))
+	openUpT(t, mnt)
+	native = filepath.Join(canonT(t, t.TempDir()), "native")
+	mkdirT(t, native, 0o777)
+	openUpT(t, native)
+	mounted = filepath.Join(mnt, "t")
+	mkdirT(t, mounted, 0o777)
+	return native, mounted
+}
+
 // TestOwnerDevice: a device node made by root with another gid (the only
 // caller that may make one natively) is root:that gid, as on ext4.
 func TestOwnerDevice(t *testing.T) {
 	need(t, "mknod", "stat")
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	_, mnt, _ := mountT(t, withAllowOther(), withMode(policy.ModeFullAccess))
-	openUpT(t, mnt)
-	nat := filepath.Join(canonT(t, t.TempDir()), "native")
-	mkdirT(t, nat, 0o777)
-	sub := filepath.Join(mnt, "t")
-	mkdirT(t, sub, 0o777)
+	nat, sub := nativeAndMountedT(t)
 	script := "umask 022; mknod c c 1 3 && mknod b b 7 0 && stat -c '%n %u:%g %04a %F %t:%T' c b"
 	var outs []string
 	for _, dir := range []string{nat, sub} {
@@ -220,16 +230,7 @@ stat -c '%n %u:%g %04a %s' * | sort
 // and chown exactly as ext4 clears them (compared in the same test).
 func TestKillPriv(t *testing.T) {
 	need(t, "python3", "stat", "truncate", "chgrp")
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	_, mnt, _ := mountT(t, withAllowOther(), withMode(policy.ModeFullAccess))
-	openUpT(t, mnt)
-	nat := filepath.Join(canonT(t, t.TempDir()), "native")
-	mkdirT(t, nat, 0o777)
-	openUpT(t, nat)
-	sub := filepath.Join(mnt, "t")
-	mkdirT(t, sub, 0o777)
+	nat, sub := nativeAndMountedT(t)
 	var outs []string
 	for _, dir := range []string{nat, sub} {
 		shOK(t, dir, killprivSetup)
