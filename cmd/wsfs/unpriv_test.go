@@ -229,7 +229,7 @@ func TestUnprivilegedMount(t *testing.T) {
 	assert.Contains(t, opts, "user_id=65534", "mounted by fusermount3 for uid 65534")
 	assert.Contains(t, opts, "allow_other")
 
-	out := nobodySh(t, fmt.Sprintf("cd %s && cat a && echo written > b && cat b && stat -c '%%u:%%g %%a' b", mnt))
+	out := nobodySh(t, fmt.Sprintf("umask 022 && cd %s && cat a && echo written > b && cat b && stat -c '%%u:%%g %%a' b", mnt))
 	assert.Equal(t, "host\nwritten\n65534:65534 644\n", out)
 	b, err := os.ReadFile(filepath.Join(root, "b"))
 	require.NoError(t, err)
