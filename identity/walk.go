@@ -106,12 +106,21 @@ func (w Walker) walk(ctx context.Context, op, path string, missingOK bool) (stri
 	}
 	var missing []string
 	links := 0
+	// todo[linkBase:] came from link texts (-1: none): a ".." there moves
+	// physically, since a mount presents a link whose text climbs out of
+	// the directory it shows with a text that reaches the same physical
+	// object (DESIGN.md, "Links are links").
+	linkBase := -1
 	for len(todo) > 0 {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
 		name := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
+		fromLink := linkBase >= 0 && len(todo) >= linkBase
+		if !fromLink {
+			linkBase = -1
+		}
 
 		switch {
 		case name == trailingSlash:
@@ -133,7 +142,11 @@ func (w Walker) walk(ctx context.Context, op, path string, missingOK bool) (stri
 			}
 			if name == ".." {
 				if n := len(crossings); n > 0 && cur == crossings[n-1].phys {
-					cur = parent(crossings[n-1].mp)
+					if !fromLink {
+						cur = parent(crossings[n-1].mp)
+					} else {
+						cur = parent(cur)
+					}
 					crossings = crossings[:n-1]
 				} else {
 					cur = parent(cur)
@@ -186,6 +199,9 @@ func (w Walker) walk(ctx context.Context, op, path string, missingOK bool) (stri
 			}
 			if target[0] == '/' {
 				cur, crossings = "/", nil
+			}
+			if linkBase < 0 {
+				linkBase = len(todo)
 			}
 			todo = pushComponents(todo, target)
 		default:

@@ -38,6 +38,10 @@ type ErrorBody struct {
 type ErrorObject struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
+	// Errno is the name of the errno the failure carries ("ENOTDIR",
+	// "ELOOP", "EACCES" for a walk a resolve or cd refused), as `wsfs
+	// resolve --json` reports it; empty when it carries none.
+	Errno string `json:"errno,omitempty"`
 }
 
 // CwdRequest is the body of POST /v1/sessions/{id}/cwd.
@@ -125,7 +129,7 @@ func (a *API) finish(w http.ResponseWriter, r *http.Request, route string, start
 		a.log.Error("api", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	status := code.Status()
-	writeJSONStatus(w, status, ErrorBody{Error: ErrorObject{Code: code, Message: err.Error()}})
+	writeJSONStatus(w, status, ErrorBody{Error: ErrorObject{Code: code, Message: err.Error(), Errno: identity.ErrnoName(err)}})
 	a.metrics.observe(route, r.Method, status, time.Since(start))
 }
 

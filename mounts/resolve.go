@@ -4,6 +4,7 @@ package mounts
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 
 	"github.com/wsfs/wsfs/identity"
@@ -15,10 +16,10 @@ import (
 // (relative to the session's working directory inside the mount), its
 // display path, its in-mount path, its physical key and the policy's read
 // and write decisions on that key. The walk has the mount's semantics (see
-// mountWalk: symlinks as the mount presents them, ".." above the mount root
-// leaving it), so it agrees with what the kernel does there (`cat PATH` run
-// in the session's directory), and the key is the physical object the mount
-// serves. The display path follows resolver.Target's rule, in the mount's
+// Manager.walker: the one physical walk, the mountpoint and host view mapped
+// to what they show, ".." above the mount root leaving it), so it agrees
+// with what the kernel does there (`cat PATH` run in the session's
+// directory), and the key is the physical object the mount serves. The display path follows resolver.Target's rule, in the mount's
 // namespace: the lexical join with the directory, or MountPath (Key when the
 // walk left the mount) when PATH has a ".." segment.
 //
@@ -38,22 +39,22 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 	}
 	mp := s.rec.Mountpoint
 	cwd := inMount(mp, s.cwd)
-	w, err := m.view(s.rec.Root, mp, s.rec.Symlinks).walk(ctx, s.cwd, path)
+	v := m.view(s.rec.Root, mp, id)
+	key, err := m.walker(v, s.cwd).TargetKey(ctx, path)
 	if err := m.checkRoot(s); err != nil {
 		return Resolution{}, err // replaced during the walk: its answer is void
 	}
 	if err != nil {
-		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: %v", id, path, identity.ErrnoText(err))
+		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: %w", id, path, errnoOnly(err))
 	}
-	res := Resolution{Session: id, Path: path, Cwd: cwd, Key: w.Key}
-	if w.InMount {
-		res.MountPath = w.MountPath
-	}
-	// The resolver's rule, in the mount's namespace: the object is named by
-	// its path inside the mount while the walk stayed there.
-	name := w.Key
-	if w.InMount {
-		name = w.MountPath
+	res := Resolution{Session: id, Path: path, Cwd: cwd, Key: key}
+	// The resolver's rule, in the mount's namespace: an object inside the
+	// root is named by its one path inside the mount.
+	name := key
+	if identity.Within(key, v.root) {
+		rel, _ := filepath.Rel(v.root, key)
+		res.MountPath = inMount(mp, rel)
+		name = res.MountPath
 	}
 	res.Display = resolver.Display(cwd, path, name)
 	res.Read = decision(s.pol.Decide(policy.OpRead, res.Key))

@@ -5,19 +5,60 @@ package mounts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
-	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 )
 
-// view returns the mountView of a session's mount.
-func (m *Manager) view(root, mp string, symlinks fusefs.SymlinkMode) mountView {
-	return mountView{root: root, mp: mp, symlinks: symlinks, avoid: m.servedMount}
+// sessionView is what a walk as a process in a session sees it needs: the
+// session's physical root, its mountpoint, and its host view ("" when it
+// has none).
+type sessionView struct{ root, mp, hostView string }
+
+// view returns the sessionView of the session with root, mountpoint mp and
+// id.
+func (m *Manager) view(root, mp, id string) sessionView {
+	return sessionView{root: root, mp: mp, hostView: m.hostViewOf(id)}
+}
+
+// hostViewOf returns the host view mountpoint of session id; "" while the
+// daemon makes none.
+func (m *Manager) hostViewOf(id string) string { return "" }
+
+// walker returns the one physical walk (identity.Walker) for paths as a
+// process in the session v uses them: relative paths start at the directory
+// curRel inside the mount; the mountpoint shows the root and the host view
+// shows "/" (so link texts naming either map back to physical paths, and
+// ".." leaves them upwards as in the kernel); every other mount this daemon
+// serves is refused with EACCES. The daemon never looks into a mount it
+// serves: a thread blocked on its own mount could not be answered once the
+// server dies.
+//
+// Links are walked as stored: the mount presents them so that walking them
+// there reaches the same physical object as on the host (DESIGN.md, "Links
+// are links").
+func (m *Manager) walker(v sessionView, curRel string) identity.Walker {
+	return identity.Walker{
+		Cwd: inMount(v.mp, curRel),
+		Mount: func(p string) (string, bool, error) {
+			switch {
+			case p == v.mp:
+				return v.root, true, nil
+			case v.hostView != "" && p == v.hostView:
+				return "/", true, nil
+			}
+			if _, ok := m.servedMount(p); ok {
+				return "", false, syscall.EACCES
+			}
+			return "", false, nil
+		},
+	}
 }
 
 // servedMount returns the mountpoint of a session (or a create in progress)
@@ -33,46 +74,55 @@ func (m *Manager) servedMount(path string) (string, bool) {
 	return "", false
 }
 
-// dirInMount resolves path as a directory inside the mount v, relative to
-// the directory curRel inside the mount, and returns its path relative to
-// the mountpoint. The walk has the kernel's semantics in the mount (symlinks
-// as the mount presents them, ".." above the mount root leaving it) but
-// reads only the backing tree (see mountWalk). path may also be an absolute
-// host path inside the root, which names the same directory inside the
-// mount. The result must be an existing directory inside the mount.
-func (m *Manager) dirInMount(ctx context.Context, v mountView, curRel, path string) (string, error) {
+// dirInMount resolves path as a directory of the session v, relative to the
+// directory curRel inside the mount (see walker), and returns its path
+// relative to the mountpoint. path may be relative, absolute inside the
+// mount or its host view, or an absolute host path: every spelling of an
+// object inside the root names it at its one path inside the mount. The
+// result must be an existing directory inside the root. A walk error wraps
+// its errno (ENOENT, ENOTDIR, ELOOP, EACCES).
+func (m *Manager) dirInMount(ctx context.Context, v sessionView, curRel, path string) (string, error) {
 	if strings.TrimSpace(path) == "" {
 		return "", fmt.Errorf("%q: the path is blank", path)
 	}
-	walk := path
-	if filepath.IsAbs(path) && path != v.mp && !strings.HasPrefix(path, v.mp+"/") {
-		// A host path: accepted when it names a directory inside the root.
-		if mp, ok := m.servedMount(filepath.Clean(path)); ok {
-			return "", fmt.Errorf("%q is inside the wsfs mount %s of another session", path, mp)
+	w := m.walker(v, curRel)
+	key, err := w.Canonical(ctx, path)
+	if errors.Is(err, syscall.ENOENT) {
+		if k, kerr := w.TargetKey(ctx, path); kerr == nil && identity.Within(k, v.root) {
+			rel, _ := filepath.Rel(v.root, k)
+			return "", &errnoError{syscall.ENOENT, fmt.Sprintf("%q: no such directory (%s)", path, inMount(v.mp, rel))}
 		}
-		key, err := identity.TargetKey(path)
-		if err != nil {
-			return "", fmt.Errorf("%q: %v", path, identity.ErrnoText(err))
-		}
-		if !identity.Within(key, v.root) {
-			return "", fmt.Errorf("%q resolves to %s, outside the session's root %s (not reachable inside the mount)", path, key, v.root)
-		}
-		rel, _ := filepath.Rel(v.root, key)
-		walk = inMount(v.mp, rel)
 	}
-	w, err := v.walk(ctx, curRel, walk)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%q: %v", path, identity.ErrnoText(err))
-	case !w.InMount:
-		return "", fmt.Errorf("%q resolves to %s, outside the session's mount %s", path, w.Key, v.mp)
-	case !w.Exists:
-		return "", fmt.Errorf("%q: no such directory (%s)", path, w.MountPath)
-	case !w.IsDir:
-		return "", fmt.Errorf("%q: not a directory (%s)", path, w.MountPath)
+		return "", fmt.Errorf("%q: %w", path, errnoOnly(err))
+	case !identity.Within(key, v.root):
+		return "", fmt.Errorf("%q resolves to %s, outside the session's mount %s", path, key, v.mp)
 	}
-	rel, _ := filepath.Rel(v.mp, w.MountPath)
+	rel, _ := filepath.Rel(v.root, key)
+	if !isDir(key) {
+		return "", fmt.Errorf("%q: %w (%s)", path, syscall.ENOTDIR, inMount(v.mp, rel))
+	}
 	return rel, nil
+}
+
+// errnoError is a message that carries an errno for errors.Is and the
+// API's "errno" field.
+type errnoError struct {
+	errno syscall.Errno
+	msg   string
+}
+
+func (e *errnoError) Error() string { return e.msg }
+func (e *errnoError) Unwrap() error { return e.errno }
+
+// errnoOnly returns the errno err wraps (its text is the message), else err.
+func errnoOnly(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
 }
 
 // Cwd returns session id's working directory, validated at use: when the
@@ -159,12 +209,12 @@ func (m *Manager) Chdir(ctx context.Context, id, path string) (WorkDir, error) {
 	if ev != nil {
 		logged = append(logged, *ev)
 	}
-	rel, err := m.dirInMount(ctx, m.view(s.rec.Root, s.rec.Mountpoint, s.rec.Symlinks), s.cwd, path)
+	rel, err := m.dirInMount(ctx, m.view(s.rec.Root, s.rec.Mountpoint, s.rec.ID), s.cwd, path)
 	if err := m.checkRoot(s); err != nil {
 		return WorkDir{}, err // replaced during the walk: its answer is void
 	}
 	if err != nil {
-		return WorkDir{}, errorf(CodeInvalid, "session %q: cd %v", id, err)
+		return WorkDir{}, errorf(CodeInvalid, "session %q: cd %w", id, err)
 	}
 	if rel != s.cwd {
 		mp := s.rec.Mountpoint

@@ -153,6 +153,9 @@ type errorObject struct {
 	// of a *mounts.Error, else "internal".
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Errno is the errno's name when the failure is one ("ELOOP",
+	// "ENOTDIR", "EACCES"), as in `wsfs resolve --json`.
+	Errno string `json:"errno,omitempty"`
 }
 
 // errorCode classifies err for errorObject.Code.

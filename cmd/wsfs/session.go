@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/client"
 	"github.com/wsfs/wsfs/policy"
@@ -408,7 +409,7 @@ tabs. With --json, one object per line: {"session","path","cwd","display",
 					}
 					failed = true
 					if jsonOutput(cmd) {
-						writeJSON(out, map[string]any{"session": id, "path": p, "error": errorObject{Code: string(me.Code), Message: me.Message}})
+						writeJSON(out, map[string]any{"session": id, "path": p, "error": errorObject{Code: string(me.Code), Message: me.Message, Errno: identity.ErrnoName(me)}})
 					} else {
 						fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", firstLine(me.Message))
 					}

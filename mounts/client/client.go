@@ -18,7 +18,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/policy"
@@ -95,7 +98,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if resp.StatusCode >= 400 {
 		var eb mounts.ErrorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
-			return &mounts.Error{Code: eb.Error.Code, Message: eb.Error.Message}
+			e := &mounts.Error{Code: eb.Error.Code, Message: eb.Error.Message}
+			if errno := errnoNamed(eb.Error.Errno); errno != 0 {
+				e.Err = errno // errors.Is(err, syscall.ELOOP) works on this side too
+			}
+			return e
 		}
 		return &mounts.Error{Code: mounts.CodeInternal, Message: fmt.Sprintf("wsfs daemon at %s: %s %s: HTTP %d: %s", c.socket, method, path, resp.StatusCode, bytes.TrimSpace(data))}
 	}
@@ -202,4 +209,18 @@ func (c *Client) Resolve(ctx context.Context, id, path string) (mounts.Resolutio
 func (c *Client) Events(ctx context.Context, id string) ([]mounts.Event, error) {
 	var l mounts.EventList
 	return l.Events, c.do(ctx, http.MethodGet, sessionPath(id, "/events"), nil, &l)
+}
+
+// errnoNamed returns the errno whose name (unix.ErrnoName) is name, 0 when
+// there is none.
+func errnoNamed(name string) syscall.Errno {
+	if name == "" {
+		return 0
+	}
+	for e := syscall.Errno(1); e < 4096; e++ {
+		if unix.ErrnoName(e) == name {
+			return e
+		}
+	}
+	return 0
 }
