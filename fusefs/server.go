@@ -64,6 +64,10 @@ func Mount(cfg Config) (*Server, error) {
 		unix.Close(rootFd)
 		return nil, fmt.Errorf("root %q: %w", cfg.Root, err)
 	}
+	// The one place wsfs sets the umask: the kernel has already applied
+	// the caller's umask to every create and mkdir request, so the server
+	// must not apply its own on top (a process-wide setting: every caller
+	// of Mount, the CLI's mount and serve verbs included, relies on it).
 	syscall.Umask(0)
 	raiseNofile()
 
@@ -357,10 +361,14 @@ func Unmount(mountpoint string, force bool) error {
 		if force {
 			args = append(args, "-z")
 		}
-		out, err := exec.Command("fusermount3", append(args, mountpoint)...).CombinedOutput()
+		// fusermount3 exits 1 for every failure; only its message (strerror
+		// of umount2's errno) tells EBUSY apart, so it runs in the C locale.
+		fm := exec.Command("fusermount3", append(args, mountpoint)...)
+		fm.Env = []string{"LC_ALL=C", "PATH=" + os.Getenv("PATH")}
+		out, err := fm.CombinedOutput()
 		if err != nil {
 			msg := strings.TrimSpace(string(out))
-			if strings.Contains(msg, "busy") {
+			if strings.Contains(strings.ToLower(msg), unix.EBUSY.Error()) {
 				return &BusyError{Mountpoint: mountpoint, Holders: Holders(mountpoint)}
 			}
 			return fmt.Errorf("unmount %q: %s", mountpoint, msg)

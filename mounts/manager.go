@@ -78,10 +78,10 @@ func New(cfg Config) (*Manager, error) {
 			return nil, errorf(CodeInvalid, "%s %q: must be an absolute path", name, dir)
 		}
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+	if err := mkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, errorf(CodeInvalid, "state directory %q: %w", cfg.StateDir, err)
 	}
-	if err := os.MkdirAll(cfg.MountBase, 0o755); err != nil {
+	if err := mkdirAll(cfg.MountBase, 0o755); err != nil {
 		return nil, errorf(CodeInvalid, "mount base %q: %w", cfg.MountBase, err)
 	}
 	state, err := identity.Canonical(cfg.StateDir)

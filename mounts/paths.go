@@ -3,6 +3,7 @@ package mounts
 // Small path and error helpers shared by the files of this package.
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -50,4 +51,31 @@ func dirEmpty(dir string) (bool, error) {
 func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
+}
+
+// mkdirAll is os.MkdirAll with mode exact on each directory it makes, not
+// narrowed by the process umask (only fusefs.Mount sets the umask to 0): the
+// mount base must stay searchable by the users of --allow-other sessions
+// whatever umask the daemon was started with. Existing directories keep
+// their mode.
+func mkdirAll(path string, mode os.FileMode) error {
+	var made []string
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		made = append(made, p)
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	if err := os.MkdirAll(path, mode); err != nil {
+		return err
+	}
+	for _, p := range made {
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -212,6 +212,9 @@ func probeMount(mp string) unix.Errno {
 	var out bytes.Buffer
 	cmd := exec.Command("stat", "-c", "%i", "--", mp)
 	cmd.Dir = "/"
+	// stat(1) exits 1 for every failure; only its message (strerror) tells
+	// ENOTCONN apart, so it runs in the C locale.
+	cmd.Env = []string{"LC_ALL=C", "PATH=" + os.Getenv("PATH")}
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return 0
@@ -220,7 +223,7 @@ func probeMount(mp string) unix.Errno {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if err != nil && strings.Contains(out.String(), "not connected") {
+		if err != nil && strings.Contains(strings.ToLower(out.String()), unix.ENOTCONN.Error()) {
 			return unix.ENOTCONN
 		}
 		return 0

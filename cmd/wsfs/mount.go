@@ -97,10 +97,6 @@ func runMount(ctx context.Context, cmd *cobra.Command, f *mountFlags) error {
 		cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	}
 
-	// The kernel has already applied the caller's umask to every create
-	// and mkdir request; the server must not apply its own on top.
-	syscall.Umask(0)
-
 	// Catch the stop signals before mounting: a signal that killed the
 	// process between mount and serve would leave a dead mount behind.
 	sigs := make(chan os.Signal, 2)

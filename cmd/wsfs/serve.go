@@ -92,9 +92,6 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 		mountBase = defaultMountBase(socket)
 	}
 
-	// Modes are given explicitly everywhere; the FUSE server must not apply
-	// a umask to what the kernel sends.
-	syscall.Umask(0)
 	// Catch the stop signals before anything is mounted.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
