@@ -1,5 +1,5 @@
 # Convenience targets; .ci/run is what CI runs.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .PHONY: install test ci demo fmt vet
 # Installs wsfs into $(go env GOPATH)/bin with its version stamped in.

@@ -540,6 +540,8 @@ func TestCompileErrors(t *testing.T) {
 			assert.Nil(t, p)
 			assert.Contains(t, err.Error(), c.want)
 			assert.NotContains(t, err.Error(), "\n")
+		assert.NotContains(t, err.Error(), "policy.", "Go type names in %q", err)
+		assert.NotContains(t, err.Error(), "!!", "YAML tags in %q", err)
 			assert.True(t, strings.HasPrefix(err.Error(), "policy: "), err.Error())
 		})
 	}
@@ -626,13 +628,25 @@ func TestLoadFile(t *testing.T) {
 	bad := []struct{ name, content, want string }{
 		{"u.json", `{"primary": "/w", "moed": "read-only"}`, `json: unknown field "moed"`},
 		{"u2.json", `{"primary": "/w", "additional": [{"path": "/x", "acess": "none"}]}`, `json: unknown field "acess"`},
-		{"u.yaml", "primary: /w\nmoed: read-only\n", `yaml: line 2: field moed not found in type policy.Spec`},
-		{"u2.yaml", "primary: /w\nadditional:\n  - path: /x\n    acess: none\n", `yaml: line 4: field acess not found in type policy.Root`},
+		{"u.yaml", "primary: /w\nmoed: read-only\n", `yaml: line 2: unknown field "moed"`},
+		{"u2.yaml", "primary: /w\nadditional:\n  - path: /x\n    acess: none\n", `yaml: line 4: unknown field "acess" in additional[0]`},
+		{"u3.yaml", "primary: /w\nmoed: 1\ncolour: 2\n", `yaml: line 2: unknown field "moed"; line 3: unknown field "colour"`},
+		{"k1.yaml", "primary: [a]\n", `yaml: line 1: primary: want a string, got a list`},
+		{"k2.yaml", "primary: /w\ntemp: /tmp\n", `yaml: line 2: temp: want a list of strings, got a string`},
+		{"k3.yaml", "primary: /w\nadditional: {path: /x}\n", `yaml: line 2: additional: want a list of roots, got a mapping`},
+		{"k4.yaml", "primary: /w\nadditional:\n  - 3\n", `yaml: line 3: additional[0]: want a root (a mapping of path and access), got a number`},
+		{"k5.yaml", "primary: /w\nadditional:\n  - path: /x\n    access: [rw]\n", `yaml: line 4: additional[0].access: want a string, got a list`},
+		{"k6.yaml", "- a\n- b\n", `yaml: line 1: the policy: want a policy (a mapping of mode, primary, additional, temp, protected), got a list`},
+		{"k7.yaml", "protected: [a, [b]]\n", `yaml: line 1: protected[1]: want a string, got a list`},
+		{"n.yaml", "~\n", `yaml: empty policy`},
+		{"s2.json", `{"temp": "x"}`, `json: temp: want a list of strings, got a string`},
+		{"s3.json", `{"additional": [{"path": 1}]}`, `json: additional.path: want a string, got a number`},
+		{"s4.json", `[1]`, `json: the policy: want a policy (a mapping of mode, primary, additional, temp, protected), got a list`},
 		{"e.json", "  \n", `json: empty policy`},
 		{"e.yaml", "", `yaml: empty policy`},
 		{"t.json", `{"primary": "/w"} {"primary": "/x"}`, `json: trailing data`},
 		{"t.yaml", "primary: /w\n---\nprimary: /x\n", `yaml: more than one document`},
-		{"s.json", `{"primary": 3}`, `json: cannot unmarshal number`},
+		{"s.json", `{"primary": 3}`, `json: primary: want a string, got a number`},
 	}
 	for _, b := range bad {
 		p := filepath.Join(dir, b.name)
@@ -641,6 +655,8 @@ func TestLoadFile(t *testing.T) {
 		require.Error(t, err, b.name)
 		assert.Contains(t, err.Error(), "policy: "+p+": "+b.want, b.name)
 		assert.NotContains(t, err.Error(), "\n")
+		assert.NotContains(t, err.Error(), "policy.", "Go type names in %q", err)
+		assert.NotContains(t, err.Error(), "!!", "YAML tags in %q", err)
 	}
 	_, err := LoadFile(filepath.Join(dir, "missing.json"))
 	require.Error(t, err)

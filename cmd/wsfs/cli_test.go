@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -60,6 +61,27 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// TestVersionOf: an unstamped build reports what the go command recorded.
+func TestVersionOf(t *testing.T) {
+	vcs := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123456789abcdef0123"}}
+	for _, tc := range []struct {
+		main     string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"v0.2.0", vcs, "v0.2.0"},
+		{"v0.2.1-0.20261130220000-0123456789ab+dirty", nil, "v0.2.1-0.20261130220000-0123456789ab+dirty"},
+		{"(devel)", vcs, "dev+0123456789ab"},
+		{"", append(vcs, debug.BuildSetting{Key: "vcs.modified", Value: "true"}), "dev+0123456789ab-dirty"},
+		{"(devel)", []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}}, "dev+abc"},
+		{"(devel)", nil, "dev"},
+		{"", nil, "dev"},
+	} {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/wsfs/wsfs", Version: tc.main}, Settings: tc.settings}
+		assert.Equal(t, tc.want, versionOf(bi), "%+v", tc)
+	}
 }
 
 func TestVersion(t *testing.T) {
