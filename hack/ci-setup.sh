@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what wsfs's tests and demo need on a Debian machine: fuse3
-# (fusermount3 and the FUSE device), git, and the tools the end-to-end tests
-# drive the mount with (python3, flock, stat, truncate); /dev/fuse 0666 and
-# user_allow_other for the tests that run wsfs as an ordinary user. Idempotent: apt-get
+# (fusermount3 and the FUSE device), git, bubblewrap (exec --confine), and the
+# tools the end-to-end tests drive the mount with (python3, flock, stat,
+# truncate); /dev/fuse 0666 and user_allow_other for the tests that run wsfs
+# as an ordinary user. Idempotent: apt-get
 # runs only when something is missing. Needs root (or sudo).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -18,6 +19,7 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
 command -v truncate >/dev/null 2>&1 || need+=(coreutils)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap) # wsfs exec --confine's jail
 if [ "${#need[@]}" -gt 0 ]; then
 	echo "ci-setup: installing ${need[*]}"
 	"${sudo[@]}" apt-get update -qq

@@ -67,6 +67,10 @@ type Health struct {
 	Status string `json:"status"`
 	// Sessions is the number of sessions (mounted or failed).
 	Sessions int `json:"sessions"`
+	// StateDir and MountBase are the daemon's canonical state directory
+	// and mount base (a jail hides them).
+	StateDir  string `json:"state_dir,omitempty"`
+	MountBase string `json:"mount_base,omitempty"`
 }
 
 // API is the daemon's HTTP/1.1 JSON API over a Manager (docs/api.md). It
@@ -334,7 +338,7 @@ func sessionID(r *http.Request) (string, error) {
 }
 
 func (a *API) health(r *http.Request) (int, any, error) {
-	return http.StatusOK, Health{Status: "ok", Sessions: a.m.Len()}, nil
+	return http.StatusOK, Health{Status: "ok", Sessions: a.m.Len(), StateDir: a.m.StateDir(), MountBase: a.m.MountBase()}, nil
 }
 
 func (a *API) list(r *http.Request) (int, any, error) {

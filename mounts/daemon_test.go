@@ -142,6 +142,8 @@ func errnoName(e syscall.Errno) string {
 		return "ENOENT"
 	case syscall.EBADF:
 		return "EBADF"
+	case syscall.ESRCH:
+		return "ESRCH"
 	}
 	return e.Error()
 }

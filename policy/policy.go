@@ -115,6 +115,19 @@ func (p *Policy) Spec() Spec {
 	return s
 }
 
+// ProtectedPaths returns the physical paths the policy protects (the
+// lexical spelling and the target key of each protected subpath of each
+// writable root, gitdir targets included), in no particular order. A jail
+// that binds a writable root directly (not through a mount that asks the
+// policy) binds these read-only. The slice is a copy.
+func (p *Policy) ProtectedPaths() []string {
+	out := make([]string, 0, len(p.guards))
+	for _, g := range p.guards {
+		out = append(out, g.key)
+	}
+	return out
+}
+
 // Mode returns the policy's mode (never empty).
 func (p *Policy) Mode() Mode { return p.spec.Mode }
 

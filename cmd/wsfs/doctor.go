@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"bytes"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 )
@@ -43,15 +45,15 @@ func newDoctorCmd() *cobra.Command {
 		Use:   "doctor",
 		Short: "Check that this host can run wsfs, one line per check with the fix",
 		Long: `Check /dev/fuse, the mount helper (fusermount3, or running as root), the
-kernel's FUSE passthrough support (Linux 6.9+), the Landlock ABI (for
-exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other) and
+kernel's FUSE passthrough support (Linux 6.9+), bubblewrap and the Landlock
+ABI (for exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other) and
 stale wsfs mounts (a daemon that died). Prints one line per check:
 "ok|warn|fail  NAME: DETAIL[ — fix: FIX]"; with --json one object per line
 {"name","status","detail","fix"}. Exit code 1 when a check fails (warnings do
 not fail).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkLandlock(), checkAllowOther()}
+			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkBwrap(), checkLandlock(), checkAllowOther()}
 			checks = append(checks, checkStaleMounts()...)
 			failed := false
 			for _, c := range checks {
@@ -157,18 +159,41 @@ func checkPassthrough() check {
 	return c
 }
 
-// checkLandlock checks the Landlock ABI that `wsfs exec --confine` needs.
+// checkLandlock checks the Landlock ABI that `wsfs exec --confine` needs
+// for its second layer.
 func checkLandlock() check {
 	c := check{Name: "landlock"}
-	abi := landlockABI()
+	abi := confine.LandlockABI()
 	switch {
-	case abi >= minLandlockABI:
-		c.Status, c.Detail = checkOK, fmt.Sprintf("ABI %d: exec --confine works", abi)
+	case abi >= confine.MinLandlockABI:
+		c.Status, c.Detail = checkOK, fmt.Sprintf("ABI %d: exec --confine's second layer works", abi)
 	case abi > 0:
-		c.Status, c.Detail, c.Fix = checkWarn, fmt.Sprintf("ABI %d: only exec --confine=best-effort works (renames across directories refused)", abi), "upgrade to Linux 5.19+"
+		c.Status, c.Detail, c.Fix = checkWarn, fmt.Sprintf("ABI %d: exec --confine fails, --confine=best-effort runs without Landlock (it cannot allow renames across directories)", abi), "upgrade to Linux 5.19+"
 	default:
-		c.Status, c.Detail, c.Fix = checkWarn, "not available: exec --confine fails, --confine=best-effort runs unconfined", "boot with lsm=...,landlock (CONFIG_SECURITY_LANDLOCK=y)"
+		c.Status, c.Detail, c.Fix = checkWarn, "not available: exec --confine fails, --confine=best-effort runs without Landlock", "boot with lsm=...,landlock (CONFIG_SECURITY_LANDLOCK=y)"
 	}
+	return c
+}
+
+// checkBwrap checks that bubblewrap can build exec --confine's jail: bwrap
+// in $PATH, and a trial jail (read-only "/", own PID namespace and /proc)
+// that runs true.
+func checkBwrap() check {
+	c := check{Name: "bwrap"}
+	bw, err := exec.LookPath("bwrap")
+	if err != nil {
+		c.Status, c.Detail, c.Fix = checkWarn, "bwrap not found: exec --confine fails, --confine=best-effort applies Landlock alone (no mount namespace)", "install bubblewrap (Debian: apt-get install bubblewrap)"
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bw, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
+		"--cap-drop", "ALL", "--", "true").CombinedOutput()
+	if err != nil {
+		c.Status, c.Detail, c.Fix = checkFail, fmt.Sprintf("%s cannot build a jail: %v: %s", bw, err, firstLine(string(out))), "run as root, or allow unprivileged user namespaces (kernel.unprivileged_userns_clone=1)"
+		return c
+	}
+	c.Status, c.Detail = checkOK, bw+": exec --confine builds its jail"
 	return c
 }
 

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsfs/wsfs/confine"
+	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/client"
+	"github.com/wsfs/wsfs/policy"
 )
 
 func init() { registerCommand(newExecCmd) }
@@ -29,9 +34,10 @@ const exitNotFound = 127
 
 // newExecCmd returns the `wsfs exec` verb.
 func newExecCmd() *cobra.Command {
-	var id, confine string
+	var id, confineMode string
+	var allowWrite []string
 	cmd := &cobra.Command{
-		Use:   "exec --session ID [--confine[=best-effort]] -- CMD [ARGS...]",
+		Use:   "exec --session ID [--confine[=best-effort]] [--allow-write DIR]... -- CMD [ARGS...]",
 		Short: "Run a command in a session's working directory inside its mount",
 		Long: `Run CMD in session ID's current working directory inside its mount (asked from
 the daemon, validated: a vanished directory recovers to the mount root), with
@@ -39,44 +45,84 @@ WSFS_SESSION (the id) and WSFS_ROOT (the mountpoint) in its environment. wsfs
 replaces itself with CMD, so CMD's exit status is the exit status.
 
 FUSE sees only what goes through the mount: an absolute path elsewhere, or
-".." above the mount root, never reaches it. --confine therefore also puts the
-process tree under Landlock before CMD starts: writable only the mountpoint,
-the session's private temp directory (exported as TMPDIR) and /dev/null;
-readable (and executable) everything else, so a write anywhere else — the
-backing directory by its physical path included — fails with EACCES. On a
-kernel without Landlock (ABI 2, Linux 5.19, is needed) --confine fails;
---confine=best-effort then runs the command with what the kernel has (or
-unconfined, with a warning).
+".." above the mount root, never reaches it. --confine therefore runs CMD in a
+jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
 
-Exit codes: CMD's own; 127 when CMD cannot be found or executed; 2 bad usage;
-1 when the daemon refuses or confinement fails.`,
+  allowed   reading the host's "/" (read-only); at the session root's
+            physical path, the session's mount (so "pwd -P" is the physical
+            path, and absolute paths into the root, gitdir: lines and
+            absolute links go through the policy: protected subpaths EACCES,
+            read-only places EROFS); an additional root's path shows its
+            host view directory when the daemon has one, else (fallback) a
+            read-write root is bound directly with its protected subpaths
+            read-only; writing directly in the session's private temp
+            directory (TMPDIR) and in each --allow-write DIR; the network.
+  refused   every other write, metadata changes included (chmod, chown,
+            setxattr, utimes: EROFS); seeing none roots, the daemon's state
+            and socket directories, the mount base and other sessions (empty
+            read-only directories); other processes (own PID namespace and
+            /proc: no other environ, maps, cmdline; no signals out);
+            capabilities (all dropped; no_new_privs); Unix sockets
+            (socket(AF_UNIX): EACCES, so the daemon cannot be asked to widen
+            the policy) and io_uring (ENOSYS), by a seccomp filter (amd64,
+            arm64); descriptors other than stdio; stdio that is a directory
+            outside FUSE or a file in the backing root.
+  second    Landlock, one ruleset: write only in the views, TMPDIR, the
+  layer     --allow-write directories and the terminal devices; renames and
+            links between them work.
+
+WSFS_ROOT is the root's physical path in the jail (the mountpoint is hidden),
+TMPDIR the session's temp directory. Fallbacks: without bwrap, --confine fails
+(install bubblewrap; "wsfs doctor" checks it) and --confine=best-effort
+applies the second layer alone (no mount namespace: the backing store stays
+readable by its path, metadata changes outside the mount are not refused,
+/proc is the host's); a layer the kernel lacks (Landlock before Linux 5.19, a
+seccomp filter on another architecture) fails --confine and is skipped with a
+warning by --confine=best-effort.
+
+Exit codes: CMD's own; 127 when CMD cannot be found or executed; 126 when the
+jail cannot be completed inside (a missing layer, a working directory not on
+FUSE, a refused descriptor); 2 bad usage; 1 when the daemon refuses or the
+jail cannot be built.`,
 		Args: minArgs(1, "CMD after --"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExec(cmd, id, confine, args)
+			return runExec(cmd, id, confineMode, allowWrite, args)
 		},
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
 	fl.StringVar(&id, "session", "", "session id (required)")
-	fl.StringVar(&confine, "confine", confineNone, "apply Landlock: strict (the default of a bare --confine) or best-effort")
+	fl.StringVar(&confineMode, "confine", confineNone, "run in the jail: strict (the default of a bare --confine) or best-effort")
 	fl.Lookup("confine").NoOptDefVal = confineStrict
+	fl.StringArrayVar(&allowWrite, "allow-write", nil, "with --confine: a directory writable directly in the jail (repeatable), e.g. \"$(go env GOCACHE)\"")
 	fl.String("socket", client.DefaultSocket(), "the daemon's Unix socket")
 	return cmd
 }
 
-// runExec asks the daemon for the session's directory, confines the process
-// when asked, and replaces it with the command.
-func runExec(cmd *cobra.Command, id, confine string, args []string) error {
+// runExec asks the daemon for the session's directory, and replaces this
+// process with the command, in the jail when asked.
+func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []string) error {
 	if id == "" {
 		return errUsage("exec: --session: missing ID")
 	}
 	if err := checkID("exec --session", id); err != nil {
 		return err
 	}
-	switch confine {
+	switch confineMode {
 	case confineNone, confineStrict, confineBestEffort:
 	default:
-		return errUsage("exec: --confine=%s: want --confine or --confine=best-effort", confine)
+		return errUsage("exec: --confine=%s: want --confine or --confine=best-effort", confineMode)
+	}
+	if confineMode == confineNone && len(allowWrite) > 0 {
+		return errUsage("exec: --allow-write: only with --confine")
+	}
+	var writable []string
+	for _, w := range allowWrite {
+		c, err := canonicalArg("--allow-write", w)
+		if err != nil {
+			return err
+		}
+		writable = append(writable, c)
 	}
 	c := daemonClient(cmd)
 	wd, err := c.Cwd(cmd.Context(), id)
@@ -87,38 +133,127 @@ func runExec(cmd *cobra.Command, id, confine string, args []string) error {
 	if err != nil {
 		return apiFailure(cmd, err)
 	}
+	var others []mounts.Session
+	var health mounts.Health
+	if confineMode != confineNone {
+		if others, err = c.List(cmd.Context()); err != nil {
+			return apiFailure(cmd, err)
+		}
+		if health, err = c.Health(cmd.Context()); err != nil {
+			return apiFailure(cmd, err)
+		}
+	}
+	socketDir := filepath.Dir(c.Socket())
 	c.Close()
 
 	env := setEnv(os.Environ(), "WSFS_SESSION", id)
 	env = setEnv(env, "WSFS_ROOT", s.Mountpoint)
 	env = setEnv(env, "PWD", wd.Path)
-	if confine != confineNone {
-		env = setEnv(env, "TMPDIR", s.TmpDir)
-	}
-	path, err := exec.LookPath(args[0])
-	if err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", args[0], firstLine(err.Error()))
+	if confineMode == confineNone {
+		path, err := exec.LookPath(args[0])
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", args[0], firstLine(err.Error()))
+			return &reportedError{code: exitNotFound}
+		}
+		if err := os.Chdir(wd.Path); err != nil {
+			return fmt.Errorf("exec: session %s: working directory %s: %w", id, wd.Path, err)
+		}
+		err = syscall.Exec(path, args, env)
+		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", path, firstLine(err.Error()))
 		return &reportedError{code: exitNotFound}
 	}
-	if err := os.Chdir(wd.Path); err != nil {
-		return fmt.Errorf("exec: session %s: working directory %s: %w", id, wd.Path, err)
+
+	env = setEnv(env, "TMPDIR", s.TmpDir)
+	spec := jailSpec(s, wd, others, health, socketDir, writable)
+	spec.Args, spec.BestEffort = args, confineMode == confineBestEffort
+	if _, err := spec.BwrapPath(); err != nil {
+		if confineMode == confineStrict {
+			return fmt.Errorf("exec --confine: %s; --confine=best-effort falls back to Landlock alone", firstLine(err.Error()))
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: warning: exec --confine=best-effort: %s; falling back to Landlock alone (no mount namespace)\n", firstLine(err.Error()))
+		spec.Env, spec.Cwd = env, wd.Path
+		return execFailure(cmd, confine.ExecLandlockOnly(spec))
 	}
-	if confine != confineNone {
-		if err := applyConfinement(confine, s.Mountpoint, s.TmpDir, cmd.ErrOrStderr()); err != nil {
-			return err
+	env = setEnv(env, "WSFS_ROOT", s.Root)
+	env = setEnv(env, "PWD", wd.Physical)
+	spec.Env, spec.Cwd = env, wd.Physical
+	return execFailure(cmd, spec.Exec())
+}
+
+// execFailure reports a failed confined exec: 127 when the command could
+// not be run, else the error.
+func execFailure(cmd *cobra.Command, err error) error {
+	var ee *confine.ExecError
+	if errors.As(err, &ee) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", firstLine(err.Error()))
+		return &reportedError{code: exitNotFound}
+	}
+	return fmt.Errorf("exec --confine: %s", firstLine(strings.TrimPrefix(err.Error(), "confine: ")))
+}
+
+// jailSpec returns the jail of session s (without Args, Env and Cwd): the
+// session's mount at its physical root; each additional root with access
+// through its host view directory when the daemon has a host view for s,
+// else a read-write one bound directly with what the policy protects in it
+// bound read-only (fallback until every daemon has a host view); the temp directory and writable directly; none roots, the
+// daemon's state, socket and mount base directories and every other
+// session's root, mountpoint and temp directory hidden (but those inside
+// this session's views, which its policy decides).
+func jailSpec(s mounts.Session, wd mounts.WorkDir, others []mounts.Session, h mounts.Health, socketDir string, writable []string) confine.Spec {
+	spec := confine.Spec{
+		Views:    []confine.View{{Path: s.Root, Source: s.Mountpoint}},
+		Writable: append([]string{s.TmpDir}, writable...),
+		Backing:  []string{s.Root},
+	}
+	hostView := ""
+	if h.MountBase != "" {
+		hv := filepath.Join(h.MountBase, "@host", s.ID)
+		var sfs unix.Statfs_t
+		if unix.Statfs(hv, &sfs) == nil && sfs.Type == confine.FuseSuperMagic {
+			hostView = hv
 		}
 	}
-	if confine != confineNone {
-		// Descriptors inherited from the caller would outlive the
-		// confinement (a file opened for write before it): only stdio
-		// reach a confined command.
-		if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-			return fmt.Errorf("exec: close inherited descriptors: %w", err)
+	var protected []string // what the policy protects, for roots bound directly
+	if pol, err := policy.Compile(s.Policy); err == nil {
+		protected = pol.ProtectedPaths()
+	}
+	for _, r := range s.Policy.Additional {
+		switch {
+		case r.Access == policy.AccessNone:
+			spec.Hidden = append(spec.Hidden, r.Path)
+		case hostView != "":
+			spec.Views = append(spec.Views, confine.View{Path: r.Path, Source: hostView + r.Path})
+		case r.Access == policy.AccessReadWrite:
+			spec.Writable = append(spec.Writable, r.Path)
+			spec.Backing = append(spec.Backing, r.Path)
+			for _, p := range protected {
+				if p == r.Path || strings.HasPrefix(p, r.Path+"/") {
+					spec.ReadOnly = append(spec.ReadOnly, p)
+				}
+			}
 		}
 	}
-	err = syscall.Exec(path, args, env)
-	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", path, firstLine(err.Error()))
-	return &reportedError{code: exitNotFound}
+	hide := []string{h.StateDir, h.MountBase, socketDir}
+	for _, o := range others {
+		if o.ID != s.ID {
+			hide = append(hide, o.Root, o.Mountpoint, o.TmpDir)
+		}
+	}
+	for _, p := range hide {
+		if p == "" || p == "/" || slices.Contains(spec.Hidden, p) {
+			continue
+		}
+		inView := false
+		for _, v := range spec.Views {
+			if p == v.Path || strings.HasPrefix(p, v.Path+"/") {
+				inView = true
+			}
+		}
+		if !inView {
+			spec.Hidden = append(spec.Hidden, p)
+		}
+	}
+	return spec
 }
 
 // setEnv returns env with key set to value (replacing every earlier value).
@@ -130,77 +265,4 @@ func setEnv(env []string, key, value string) []string {
 		}
 	}
 	return append(out, key+"="+value)
-}
-
-// landlockABI returns the kernel's Landlock ABI version, 0 when Landlock is
-// unsupported or disabled (landlock_create_ruleset(2) with
-// LANDLOCK_CREATE_RULESET_VERSION).
-func landlockABI() int {
-	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	if errno != 0 {
-		return 0
-	}
-	return int(v)
-}
-
-// minLandlockABI is the Landlock ABI strict confinement needs: 2 handles
-// renames and links across directories (LANDLOCK_ACCESS_FS_REFER), without
-// which the mount's own renames would fail.
-const minLandlockABI = 2
-
-// resolveUnixABI is the Landlock ABI that restricts connect(2) to named Unix
-// sockets (LANDLOCK_ACCESS_FS_RESOLVE_UNIX).
-const resolveUnixABI = 9
-
-// applyConfinement restricts this process (every thread, and every process
-// it execs) with Landlock: read and execute everywhere, write only in
-// mountpoint and tmpDir (renames between them included) and to /dev/null.
-// The rights go-landlock knows up to ABI 9 are handled (truncate, ioctl on
-// devices, connecting to named Unix sockets), downgraded to what the kernel
-// has; from ABI 6 signals and abstract Unix sockets are scoped to the
-// confined processes. Below ABI 9 a seccomp filter refuses socket(AF_UNIX),
-// so the daemon's socket (whose peers are only checked by uid) stays out of
-// reach: a confined process could otherwise widen its own policy.
-//
-// Not covered, by Landlock's design: changes of metadata (chmod, chown,
-// utimes, xattrs) outside the mount, and descriptors the caller opened
-// before (they are closed at exec, below).
-func applyConfinement(mode, mountpoint, tmpDir string, warn interface{ Write([]byte) (int, error) }) error {
-	abi := landlockABI()
-	rw := landlock.RWDirs(mountpoint, tmpDir)
-	cfg := landlock.V9.BestEffort()
-	switch {
-	case abi >= minLandlockABI:
-		rw = rw.WithRefer()
-	case mode == confineStrict:
-		return fmt.Errorf("exec --confine: the kernel's Landlock ABI is %d, %d or newer is needed (Linux 5.19+, lsm=landlock); use --confine=best-effort to run with less", abi, minLandlockABI)
-	case abi == 0:
-		fmt.Fprintf(warn, "wsfs: warning: exec --confine=best-effort: the kernel has no Landlock; running unconfined\n")
-		return nil
-	default:
-		fmt.Fprintf(warn, "wsfs: warning: exec --confine=best-effort: Landlock ABI %d: renames across directories are refused (EXDEV)\n", abi)
-		cfg = landlock.V1
-	}
-	err := cfg.RestrictPaths(
-		landlock.RODirs("/"),
-		rw,
-		landlock.RWFiles("/dev/null"),
-	)
-	if err != nil {
-		return fmt.Errorf("exec --confine: landlock: %s", firstLine(err.Error()))
-	}
-	if abi >= 6 {
-		if err := landlock.V6.BestEffort().RestrictScoped(); err != nil {
-			return fmt.Errorf("exec --confine: landlock scopes: %s", firstLine(err.Error()))
-		}
-	}
-	if abi < resolveUnixABI {
-		if err := denyUnixSockets(); err != nil {
-			if mode == confineStrict {
-				return fmt.Errorf("exec --confine: Unix sockets cannot be refused (Landlock ABI %d < %d): %s; use --confine=best-effort to run with less", abi, resolveUnixABI, firstLine(err.Error()))
-			}
-			fmt.Fprintf(warn, "wsfs: warning: exec --confine=best-effort: Unix sockets stay reachable: %s\n", firstLine(err.Error()))
-		}
-	}
-	return nil
 }

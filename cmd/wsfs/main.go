@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/wsfs/wsfs/confine"
 )
 
 // commandFactories are the verbs; each file registers its own in init() with
@@ -29,5 +31,6 @@ func newRootCmd() *cobra.Command {
 }
 
 func main() {
+	confine.Init() // the jail's helper stage (exec --confine) returns only when not one
 	os.Exit(run(os.Args[1:]))
 }

@@ -1,0 +1,392 @@
+// Package confine runs a command in a jail built the way bubblewrap builds
+// one (it runs the bwrap binary): a new mount namespace in which the host's
+// "/" is read-only, each authorized root's physical path shows a FUSE view of
+// it (so absolute paths into a root go through the mount's policy and the
+// backing store is never reached directly), only a few directories are
+// writable directly, hidden places are covered by empty read-only tmpfs
+// mounts, and the command gets its own PID namespace and /proc, no
+// capabilities and no_new_privs. Inside, before the command starts, a helper
+// stage (Init, in the same binary) applies Landlock as a second layer (one
+// ruleset) and a seccomp filter that refuses io_uring and socket(AF_UNIX).
+//
+// The package takes plain values (paths), never a session: a Go host fills
+// a Spec from whatever it knows and calls Command or Exec. A host binary
+// that uses the package must call Init first thing in main (it returns at
+// once unless the process is the helper stage).
+//
+// What is guaranteed, and what not (DESIGN.md, "Sessions and the daemon"):
+//
+//   - Writes outside the views, Spec.Writable and /dev/{null,zero,full,tty}
+//     fail: EROFS from the read-only bind of "/" (metadata changes too:
+//     chmod, chown, setxattr, utimes), EACCES from Landlock where it sees
+//     them first. Writes inside a view are the FUSE server's decisions.
+//   - Hidden paths are empty read-only directories in the jail.
+//   - /proc lists only the jail's processes; the jail cannot signal or
+//     ptrace anything outside it.
+//   - No capabilities: mount, chown to another user, mknod, raw I/O fail.
+//   - Not covered: the network (TCP/UDP stays usable), descriptors the
+//     caller passes other than stdin, stdout and stderr (closed by Exec;
+//     stdio refused when it is a directory outside FUSE or a file in a
+//     backing root),
+//     what the read-only host "/" lets anyone read (secrets outside every
+//     root must be hidden explicitly or be unreadable to the caller).
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// View is one FUSE view shown in the jail: at Path (an authorized root's
+// physical path) the directory Source is bound (a FUSE mount, or a directory
+// inside one: the session mount, or the host view's directory of an
+// additional root). Writes through it are the FUSE server's decisions.
+type View struct {
+	Path   string `json:"path"`
+	Source string `json:"source"`
+}
+
+// Spec describes one jail. Every path is absolute and clean; Check says
+// which rule a bad one breaks.
+type Spec struct {
+	// Args is the command and its arguments; Args[0] is looked up in the
+	// jail's PATH (Env) when it has no slash. Required.
+	Args []string
+	// Env is the command's environment (nil: none).
+	Env []string
+	// Cwd is where the command starts; it must lie in a view (on FUSE),
+	// which the helper checks inside the jail. Required.
+	Cwd string
+	// Views are the FUSE views; at least one (the session's root).
+	Views []View
+	// Writable directories are bound read-write directly (not through
+	// FUSE): the session's private temp directory and each --allow-write
+	// directory. They may not lie in a view nor contain one, nor lie in a
+	// hidden path other than by being bound over it.
+	Writable []string
+	// ReadOnly paths inside a Writable directory are bound read-only over
+	// themselves (the protected subpaths of a root made writable directly,
+	// when no host view can show it through FUSE); missing ones are skipped.
+	ReadOnly []string
+	// Hidden paths are covered by an empty read-only tmpfs: none roots, the
+	// daemon's state and socket directories, the mount base, other
+	// sessions. A hidden path inside a view is refused (a tmpfs on a FUSE
+	// dentry is detached by the next entry invalidation; the view's policy
+	// hides it instead); a missing one is skipped.
+	Hidden []string
+	// Backing are the backing roots served by the views: Exec refuses an
+	// inherited stdin, stdout or stderr that is a file inside one (not
+	// through FUSE). Any directory descriptor not on FUSE is refused too.
+	Backing []string
+	// Bwrap is the bubblewrap binary; "" looks up "bwrap" in $PATH.
+	Bwrap string
+	// Helper is the binary run inside the jail as the helper stage (it must
+	// call Init); "" is this executable.
+	Helper string
+	// BestEffort runs with what the kernel has when Landlock or the seccomp
+	// filter cannot be applied (a warning on stderr) instead of failing.
+	BestEffort bool
+}
+
+// FuseSuperMagic is statfs(2)'s f_type of a FUSE mount (linux/magic.h).
+const FuseSuperMagic = 0x65735546
+
+// Check validates s: absolute clean paths, a command, a cwd inside a view,
+// views that are directories on FUSE, writable directories apart from the
+// views, hidden paths not inside a view.
+func (s Spec) Check() error {
+	if len(s.Args) == 0 || s.Args[0] == "" {
+		return errors.New("confine: no command")
+	}
+	if len(s.Views) == 0 {
+		return errors.New("confine: no view (the session's root is required)")
+	}
+	abs := func(what, p string) error {
+		if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return fmt.Errorf("confine: %s %q: must be an absolute, clean path", what, p)
+		}
+		return nil
+	}
+	for _, v := range s.Views {
+		if err := abs("view path", v.Path); err != nil {
+			return err
+		}
+		if err := abs("view source", v.Source); err != nil {
+			return err
+		}
+		if v.Path == "/" {
+			return fmt.Errorf("confine: view path %q: the file system root cannot be a view", v.Path)
+		}
+		var sfs unix.Statfs_t
+		if err := unix.Statfs(v.Source, &sfs); err != nil {
+			return fmt.Errorf("confine: view source %s: %w", v.Source, err)
+		}
+		if sfs.Type != FuseSuperMagic {
+			return fmt.Errorf("confine: view source %s: not on FUSE (the jail shows roots only through their mount)", v.Source)
+		}
+	}
+	if err := abs("cwd", s.Cwd); err != nil {
+		return err
+	}
+	if s.viewOf(s.Cwd) < 0 {
+		return fmt.Errorf("confine: cwd %s: not inside a view (the jail starts on FUSE)", s.Cwd)
+	}
+	for _, w := range s.Writable {
+		if err := abs("writable directory", w); err != nil {
+			return err
+		}
+		if w == "/" {
+			return errors.New(`confine: writable directory "/": the whole file system cannot be writable`)
+		}
+		for _, v := range s.Views {
+			if within(w, v.Path) || within(v.Path, w) {
+				return fmt.Errorf("confine: writable directory %s overlaps the view at %s (writes there are the mount's to decide)", w, v.Path)
+			}
+		}
+		if fi, err := os.Stat(w); err != nil || !fi.IsDir() {
+			return fmt.Errorf("confine: writable directory %s: not an existing directory", w)
+		}
+	}
+	for _, h := range s.Hidden {
+		if err := abs("hidden path", h); err != nil {
+			return err
+		}
+		if h == "/" {
+			return errors.New(`confine: hidden path "/": cannot hide everything`)
+		}
+		if i := s.viewOf(h); i >= 0 {
+			return fmt.Errorf("confine: hidden path %s lies in the view at %s (the mount's policy hides it there)", h, s.Views[i].Path)
+		}
+	}
+	for _, r := range s.ReadOnly {
+		if err := abs("read-only path", r); err != nil {
+			return err
+		}
+	}
+	for _, b := range s.Backing {
+		if err := abs("backing root", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// viewOf returns the index of the innermost view containing p, or -1.
+func (s Spec) viewOf(p string) int {
+	best := -1
+	for i, v := range s.Views {
+		if within(p, v.Path) && (best < 0 || len(v.Path) > len(s.Views[best].Path)) {
+			best = i
+		}
+	}
+	return best
+}
+
+// within reports whether p is dir or below it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// BwrapPath returns the bubblewrap binary s uses, or an error saying how to
+// install it.
+func (s Spec) BwrapPath() (string, error) {
+	if s.Bwrap != "" {
+		return s.Bwrap, nil
+	}
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", errors.New("confine: bwrap (bubblewrap) not found in $PATH: install it (Debian: apt-get install bubblewrap)")
+	}
+	return p, nil
+}
+
+// BwrapArgs returns bwrap's arguments for s (without the binary), up to and
+// including "--" and the helper stage's command line. helper is the helper
+// binary's path on the host; it must be readable in the jail (it is, unless
+// hidden: the host's "/" is bound read-only).
+func (s Spec) BwrapArgs(helper string) ([]string, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	a := []string{
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--proc", "/proc",
+		"--die-with-parent", "--new-session",
+		"--cap-drop", "ALL",
+	}
+	// Hidden places first, so that a writable directory or a view inside
+	// one (the session's temp directory under the state directory) is
+	// bound on top; each tmpfs is made read-only last.
+	var hidden []string
+	for _, h := range sortedByDepth(s.Hidden) {
+		if _, err := os.Lstat(h); err != nil {
+			continue // nothing to hide
+		}
+		if fi, err := os.Stat(h); err == nil && !fi.IsDir() {
+			a = append(a, "--ro-bind", "/dev/null", h)
+			continue
+		}
+		a = append(a, "--perms", "0555", "--tmpfs", h)
+		hidden = append(hidden, h)
+	}
+	for _, v := range sortedViews(s.Views) {
+		a = append(a, "--bind", v.Source, v.Path)
+	}
+	for _, w := range sortedByDepth(s.Writable) {
+		a = append(a, "--bind", w, w)
+	}
+	for _, r := range sortedByDepth(s.ReadOnly) {
+		if _, err := os.Lstat(r); err == nil {
+			a = append(a, "--ro-bind", r, r)
+		}
+	}
+	for _, h := range hidden {
+		a = append(a, "--remount-ro", h)
+	}
+	a = append(a, "--chdir", s.Cwd)
+	if s.Env != nil {
+		a = append(a, "--clearenv")
+		for _, kv := range s.Env {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				continue
+			}
+			a = append(a, "--setenv", k, v)
+		}
+	} else {
+		a = append(a, "--clearenv")
+	}
+	cfg := helperConfig{
+		Writable:   append(viewPaths(s.Views), s.Writable...),
+		Cwd:        s.Cwd,
+		BestEffort: s.BestEffort,
+	}
+	enc, err := cfg.encode()
+	if err != nil {
+		return nil, err
+	}
+	a = append(a, "--", helper, helperArg, enc, "--")
+	return append(a, s.Args...), nil
+}
+
+// Command returns the jail as a command to start (bwrap with the helper
+// stage, then s.Args). Its Stdin, Stdout and Stderr are the caller's to set;
+// other descriptors are not passed. Cancel or kill the returned process to
+// end the whole jail (bwrap's --die-with-parent and the PID namespace take
+// every process in it down).
+func (s Spec) Command() (*exec.Cmd, error) {
+	bw, _, args, err := s.prepare()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bw, args...)
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
+
+// Exec replaces the calling process with the jail (execve(2) of bwrap):
+// the caller's pid becomes bwrap's, so a pidfd taken on the caller before
+// Exec reaches the jail. Descriptors above stderr are closed first. It
+// returns only on failure.
+func (s Spec) Exec() error {
+	bw, _, args, err := s.prepare()
+	if err != nil {
+		return err
+	}
+	if err := checkStdio(s.Backing); err != nil {
+		return err
+	}
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("confine: close inherited descriptors: %w", err)
+	}
+	err = syscall.Exec(bw, append([]string{bw}, args...), []string{})
+	return fmt.Errorf("confine: exec %s: %w", bw, err)
+}
+
+// prepare finds bwrap and the helper and builds the arguments.
+func (s Spec) prepare() (bw, helper string, args []string, err error) {
+	if bw, err = s.BwrapPath(); err != nil {
+		return "", "", nil, err
+	}
+	helper = s.Helper
+	if helper == "" {
+		if helper, err = os.Executable(); err != nil {
+			return "", "", nil, fmt.Errorf("confine: helper: %w", err)
+		}
+	}
+	args, err = s.BwrapArgs(helper)
+	return bw, helper, args, err
+}
+
+// viewPaths returns the views' paths.
+func viewPaths(vs []View) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Path
+	}
+	return out
+}
+
+// sortedViews returns vs with outer paths first, so an inner view is bound
+// on top of an outer one.
+func sortedViews(vs []View) []View {
+	out := slices.Clone(vs)
+	slices.SortStableFunc(out, func(a, b View) int { return depth(a.Path) - depth(b.Path) })
+	return out
+}
+
+// sortedByDepth returns ps with outer paths first.
+func sortedByDepth(ps []string) []string {
+	out := slices.Clone(ps)
+	slices.SortStableFunc(out, func(a, b string) int { return depth(a) - depth(b) })
+	return out
+}
+
+// depth is the number of components of the clean absolute path p.
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// checkStdio refuses stdin, stdout or stderr when it is a directory not on
+// FUSE (a directory descriptor leads around the jail's mounts) or a file
+// inside a backing root reached without the mount (its path, as
+// /proc/self/fd says, lies in one).
+func checkStdio(backing []string) error {
+	for fd := 0; fd <= 2; fd++ {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			continue
+		}
+		var sfs unix.Statfs_t
+		if unix.Fstatfs(fd, &sfs) == nil && sfs.Type == FuseSuperMagic {
+			continue
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return fmt.Errorf("confine: descriptor %d is a directory outside FUSE; a jail does not inherit one", fd)
+		}
+		p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+		if err != nil || !filepath.IsAbs(p) {
+			continue // a pipe, a socket, a terminal
+		}
+		for _, b := range backing {
+			if within(p, b) {
+				return fmt.Errorf("confine: descriptor %d is %s in the backing root %s, not through the mount; a jail does not inherit it", fd, p, b)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,298 @@
+package confine_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wsfs/wsfs/confine"
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// TestMain is the helper stage when the test binary is started as one
+// inside a jail (Spec.Helper defaults to this executable).
+func TestMain(m *testing.M) {
+	confine.Init()
+	os.Exit(m.Run())
+}
+
+// jailEnv is a FUSE-mounted project and the places around it.
+type jailEnv struct {
+	dir, backing, mnt, outside, secret, tmp string
+	srv                                     *fusefs.Server
+}
+
+// need skips when the jail cannot be built here (bwrap missing, not root).
+func need(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap (bubblewrap) is not installed; hack/ci-setup.sh installs it")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the jail tests mount FUSE directly: run as root")
+	}
+}
+
+// newJailEnv makes <dir>/{proj,mnt,out,secret,tmp}, mounts proj at mnt
+// (workspace-write, secret a none root, tmp the temp area) and registers the
+// unmount.
+func newJailEnv(t *testing.T) *jailEnv {
+	t.Helper()
+	need(t)
+	dir, err := identity.Canonical(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &jailEnv{dir: dir, backing: filepath.Join(dir, "proj"), mnt: filepath.Join(dir, "mnt"),
+		outside: filepath.Join(dir, "out"), secret: filepath.Join(dir, "secret"), tmp: filepath.Join(dir, "tmp")}
+	for _, d := range []string{e.backing, e.mnt, e.outside, e.secret, e.tmp,
+		filepath.Join(e.backing, ".git/hooks"), filepath.Join(e.backing, "d1"), filepath.Join(e.backing, "d2")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, c := range map[string]string{
+		filepath.Join(e.backing, ".git/hooks/pre-commit"): "#!/bin/sh\n",
+		filepath.Join(e.backing, "d1/a"):                  "a\n",
+		filepath.Join(e.outside, "canary"):                "canary\n",
+		filepath.Join(e.outside, "tool"):                  "tool\n",
+		filepath.Join(e.secret, "key"):                    "SECRET\n",
+	} {
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := policy.Compile(policy.Spec{Primary: e.backing, Temp: []string{e.tmp},
+		Additional: []policy.Root{{Path: e.secret, Access: policy.AccessNone}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv, err = fusefs.Mount(fusefs.Config{Root: e.backing, Mountpoint: e.mnt, Policy: pol, Session: "jail",
+		Symlinks: fusefs.SymlinksFollow, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; ; i++ {
+			err := e.srv.Unmount(false)
+			if err == nil {
+				return
+			}
+			if i == 50 {
+				t.Errorf("unmount %s: %v", e.mnt, err)
+				e.srv.Unmount(true)
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // a jail that just exited may hold it a moment
+		}
+	})
+	return e
+}
+
+// spec is the jail of e: the mount at the backing root's path, tmp
+// writable, secret and the mountpoint hidden.
+func (e *jailEnv) spec(args ...string) confine.Spec {
+	return confine.Spec{
+		Args:     args,
+		Env:      []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + e.tmp, "HOME=" + e.tmp},
+		Cwd:      e.backing,
+		Views:    []confine.View{{Path: e.backing, Source: e.mnt}},
+		Writable: []string{e.tmp},
+		Hidden:   []string{e.secret, e.mnt},
+		Backing:  []string{e.backing},
+	}
+}
+
+// run runs script with bash in the jail of s and returns stdout, stderr and
+// the exit status.
+func run(t *testing.T, s confine.Spec) (string, string, int) {
+	t.Helper()
+	cmd, err := s.Command()
+	if err != nil {
+		t.Fatalf("Command: %v", err)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", cmd.Args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// sh runs a bash script in e's jail.
+func (e *jailEnv) sh(t *testing.T, script string) (string, string, int) {
+	t.Helper()
+	return run(t, e.spec("bash", "--noprofile", "--norc", "-c", script))
+}
+
+// checks runs `cmd; echo "rc=$?"` lines and compares each with its want.
+func (e *jailEnv) checks(t *testing.T, cases [][2]string) {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range cases {
+		fmt.Fprintf(&b, "out=$( { %s ; } 2>&1 >/dev/null ); echo \"rc=$? $(echo $out)\"\n", c[0])
+	}
+	out, stderr, code := e.sh(t, b.String())
+	if code != 0 {
+		t.Fatalf("jail: exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(got) != len(cases) {
+		t.Fatalf("jail: %d answers for %d cases:\n%s\nstderr %s", len(got), len(cases), out, stderr)
+	}
+	for i, c := range cases {
+		got[i] = bashLine.ReplaceAllString(got[i], "bash: ")
+		if !strings.HasPrefix(got[i], c[1]) {
+			t.Errorf("%s: got %q, want prefix %q", c[0], got[i], c[1])
+		}
+	}
+}
+
+// TestJailTooOpen: every "too open" case of issue 9, refused inside the
+// jail with its errno, and the host unchanged.
+func TestJailTooOpen(t *testing.T) {
+	e := newJailEnv(t)
+	if err := os.Chmod(filepath.Join(e.outside, "tool"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hooks := filepath.Join(e.backing, ".git/hooks")
+	e.checks(t, [][2]string{
+		// A none root: hidden (an empty read-only directory).
+		{"cat " + e.secret + "/key", "rc=1 cat: " + e.secret + "/key: No such file or directory"},
+		{"ls -A " + e.secret + " | wc -l | grep -qx 0", "rc=0"},
+		// The backing root by its physical path is the mount: the policy
+		// decides (protected hooks: EACCES).
+		{"chmod 777 " + hooks, "rc=1 chmod: changing permissions of '" + hooks + "': Permission denied"},
+		{setxattr(hooks + "/pre-commit"), "rc=13"},
+		{"echo x > " + hooks + "/pre-commit", "rc=1 bash: " + hooks + "/pre-commit: Permission denied"},
+		{"stat -f -c %t " + e.backing + " | grep -qx 65735546", "rc=0"},
+		// Metadata outside every root: the read-only host.
+		{"chmod 4755 " + e.outside + "/tool", "rc=1 chmod: changing permissions of '" + e.outside + "/tool': Read-only file system"},
+		{"chown 65534 " + e.outside + "/canary", "rc=1 chown: changing ownership of '" + e.outside + "/canary': Read-only file system"},
+		{setxattr(e.outside + "/canary"), "rc=30"},
+		{"echo x >> " + e.outside + "/canary", "rc=1 bash: " + e.outside + "/canary: Read-only file system"},
+		{"touch " + e.outside + "/canary", "rc=1 touch: cannot touch '" + e.outside + "/canary': Read-only file system"},
+		// The mountpoint (another session's, the mount base) is hidden.
+		{"ls -A " + e.mnt + " | wc -l | grep -qx 0", "rc=0"},
+		// /proc is the jail's: no other process, no host environment.
+		{fmt.Sprintf("test ! -e /proc/%d && test $(ls /proc | grep -c '^[0-9]') -lt 10", os.Getpid()), "rc=0"},
+		{"tr '\\0' ' ' < /proc/1/cmdline | grep -q '^/usr/bin/bwrap '", "rc=0"},
+		{"grep -c . /proc/1/environ", "rc=2 grep: /proc/1/environ: Permission denied"},
+		{fmt.Sprintf("kill -0 %d", os.Getpid()), "rc=1 bash: kill: (" + fmt.Sprint(os.Getpid()) + ") - No such process"},
+		// No capabilities, no new privileges.
+		{"grep -E '^Cap(Eff|Prm|Inh|Amb):' /proc/self/status | grep -vc '0000000000000000$'", "rc=1"},
+		{"grep -qx 'NoNewPrivs:	1' /proc/self/status", "rc=0"},
+		{"mount -t tmpfs none " + e.tmp, "rc=32 mount: " + e.tmp + ": permission denied."},
+		// io_uring and Unix sockets (the daemon's socket) are refused.
+		{`python3 -c 'import ctypes,os; r=ctypes.CDLL(None,use_errno=True).syscall(425,1,ctypes.create_string_buffer(120)); e=ctypes.get_errno(); print(os.strerror(e)); exit(e)'`, "rc=38"},
+		{pyErrno("import socket; socket.socket(socket.AF_UNIX)"), "rc=13"},
+		{`python3 -c 'import socket; socket.socketpair()'`, "rc=0"},
+	})
+	if b, err := os.ReadFile(filepath.Join(e.outside, "canary")); err != nil || string(b) != "canary\n" {
+		t.Errorf("host canary = %q (%v), want unchanged", b, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(e.outside, "tool"), &st); err != nil || st.Mode&0o7777 != 0o755 || st.Uid != 0 {
+		t.Errorf("host tool: mode %o uid %d (%v), want 755 root", st.Mode&0o7777, st.Uid, err)
+	}
+	if err := syscall.Stat(hooks, &st); err != nil || st.Mode&0o777 != 0o755 {
+		t.Errorf("host hooks: mode %o (%v), want 755", st.Mode&0o777, err)
+	}
+}
+
+// bashLine is bash's "line N: " in its error messages.
+var bashLine = regexp.MustCompile(`bash: line [0-9]+: `)
+
+// pyErrno is a shell command that runs Python code and exits with the
+// errno of the OSError it raises (0 when none).
+func pyErrno(code string) string {
+	return fmt.Sprintf(`python3 -c 'import os,sys
+try: %s
+except OSError as e: sys.exit(e.errno)'`, code)
+}
+
+// setxattr is a shell command that sets user.x on p and exits with the
+// errno (0 when it worked).
+func setxattr(p string) string {
+	return fmt.Sprintf(`python3 -c 'import os,sys
+try: os.setxattr(sys.argv[1], "user.x", b"1")
+except OSError as e: sys.exit(e.errno)' %q`, p)
+}
+
+// TestJailRenameLink: renames and links between directories of the mount
+// and of the writable temp directory work (one Landlock ruleset), and the
+// working directory is the backing root's path, on FUSE.
+func TestJailRenameLink(t *testing.T) {
+	e := newJailEnv(t)
+	e.checks(t, [][2]string{
+		{`test "$(pwd -P)" = ` + e.backing, "rc=0"},
+		{"mv d1/a d2/a && test -f d2/a", "rc=0"},
+		{`python3 -c 'import os; os.rename("d2/a","d1/a")' && test -f d1/a`, "rc=0"},
+		{"ln d1/a d2/hard && test d1/a -ef d2/hard", "rc=0"},
+		{`mkdir -p "$TMPDIR/x" "$TMPDIR/y" && echo t > "$TMPDIR/x/f" && mv "$TMPDIR/x/f" "$TMPDIR/y/f" && ln "$TMPDIR/y/f" "$TMPDIR/x/g"`, "rc=0"},
+		{`python3 -c 'import os; os.rename(os.environ["TMPDIR"]+"/y/f", os.environ["TMPDIR"]+"/x/h")'`, "rc=0"},
+	})
+	if b, err := os.ReadFile(filepath.Join(e.backing, "d1/a")); err != nil || string(b) != "a\n" {
+		t.Errorf("backing d1/a = %q (%v)", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.tmp, "x/h")); err != nil {
+		t.Errorf("tmp x/h: %v", err)
+	}
+}
+
+// TestJailRefusals: a cwd off FUSE, a writable directory overlapping a view
+// and a hidden path inside a view are refused before anything starts; a
+// directory descriptor on stdin is refused inside.
+func TestJailRefusals(t *testing.T) {
+	e := newJailEnv(t)
+	for _, tc := range []struct {
+		mod  func(*confine.Spec)
+		want string
+	}{
+		{func(s *confine.Spec) { s.Cwd = e.outside }, "confine: cwd " + e.outside + ": not inside a view (the jail starts on FUSE)"},
+		{func(s *confine.Spec) { s.Writable = append(s.Writable, e.backing+"/d1") }, "confine: writable directory " + e.backing + "/d1 overlaps the view at " + e.backing + " (writes there are the mount's to decide)"},
+		{func(s *confine.Spec) { s.Hidden = append(s.Hidden, e.backing+"/d2") }, "confine: hidden path " + e.backing + "/d2 lies in the view at " + e.backing + " (the mount's policy hides it there)"},
+		{func(s *confine.Spec) { s.Views[0].Source = e.outside }, "confine: view source " + e.outside + ": not on FUSE (the jail shows roots only through their mount)"},
+		{func(s *confine.Spec) { s.Args = nil }, "confine: no command"},
+	} {
+		s := e.spec("true")
+		tc.mod(&s)
+		if _, err := s.Command(); err == nil || err.Error() != tc.want {
+			t.Errorf("Command: %v, want %q", err, tc.want)
+		}
+	}
+	d, err := os.Open(e.outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cmd, err := e.spec("true").Command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stdin, cmd.Stderr = d, &errb
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != confine.ExitConfineFailed ||
+		errb.String() != "wsfs: confine: descriptor 0 is a directory outside FUSE; a jail does not inherit one\n" {
+		t.Errorf("stdin a directory: %v, stderr %q; want exit %d and the refusal", err, errb.String(), confine.ExitConfineFailed)
+	}
+}

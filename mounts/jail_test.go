@@ -1,0 +1,236 @@
+package mounts_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/wsfs/wsfs/mounts"
+)
+
+// needJail skips when bubblewrap is missing (hack/ci-setup.sh installs it).
+func needJail(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap (bubblewrap) is not installed; hack/ci-setup.sh installs it")
+	}
+}
+
+// jailBashLine is bash's "line N: " in its error messages.
+var jailBashLine = regexp.MustCompile(`bash: line [0-9]+: `)
+
+// jailChecks runs each case's shell command in one `wsfs exec --confine`
+// of session id and compares "rc=N <stderr on one line>" with the case's
+// wanted prefix.
+func (d *daemon) jailChecks(t *testing.T, id string, extra []string, cases [][2]string) {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range cases {
+		fmt.Fprintf(&b, "out=$( { %s ; } 2>&1 >/dev/null ); echo \"rc=$? $(echo $out)\"\n", c[0])
+	}
+	r := d.exec(t, id, append([]string{"--confine"}, extra...), "bash", "--noprofile", "--norc", "-c", b.String())
+	if r.code != 0 {
+		t.Fatalf("jail: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	got := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(got) != len(cases) {
+		t.Fatalf("jail: %d answers for %d cases:\n%s\nstderr %s", len(got), len(cases), r.stdout, r.stderr)
+	}
+	for i, c := range cases {
+		g := jailBashLine.ReplaceAllString(got[i], "bash: ")
+		if !strings.HasPrefix(g, c[1]) {
+			t.Errorf("%s: got %q, want prefix %q", c[0], g, c[1])
+		}
+	}
+}
+
+// gitT runs git in dir on the host and fails on error.
+func gitT(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+	return string(out)
+}
+
+// gitEnv is what git inside a jail needs to commit.
+const gitEnv = "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; "
+
+// TestJailTooOpen: the "too open" cases of issue 9 through `wsfs exec
+// --confine`, each refused with its errno, the host unchanged.
+func TestJailTooOpen(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	// out lies apart from dir, which holds the daemon's socket (hidden).
+	proj, out, secret, other := filepath.Join(dir, "proj"), filepath.Join(canon(t, t.TempDir()), "out"), filepath.Join(dir, "secret"), filepath.Join(dir, "other")
+	mkTree(t, proj, ".git/hooks/pre-commit", "f")
+	mkTree(t, out, "canary", "tool")
+	mkTree(t, secret, "key")
+	mkTree(t, other, "file")
+	os.Chmod(filepath.Join(out, "tool"), 0o755)
+	if r := d.wsfs(t, "session", "create", "s1", "--root", proj, "--add-root", secret+"=none"); r.code != 0 {
+		t.Fatalf("create s1: %s", r.stderr)
+	}
+	s2, err := d.c.Create(ctx, mounts.Spec{ID: "s2", Root: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := filepath.Join(proj, ".git/hooks")
+	daemonPid := d.cmd.Process.Pid
+	d.jailChecks(t, "s1", nil, [][2]string{
+		{"cat " + secret + "/key", "rc=1 cat: " + secret + "/key: No such file or directory"},
+		{"chmod 777 " + hooks, "rc=1 chmod: changing permissions of '" + hooks + "': Permission denied"},
+		{"chmod 4755 " + out + "/tool", "rc=1 chmod: changing permissions of '" + out + "/tool': Read-only file system"},
+		{"chown 65534 " + out + "/canary", "rc=1 chown: changing ownership of '" + out + "/canary': Read-only file system"},
+		{`python3 -c 'import os,sys
+try: os.setxattr(sys.argv[1], "user.x", b"1")
+except OSError as e: sys.exit(e.errno)' ` + hooks + "/pre-commit", fmt.Sprintf("rc=%d", syscall.EACCES)},
+		{fmt.Sprintf("cat /proc/%d/environ", daemonPid), fmt.Sprintf("rc=1 cat: /proc/%d/environ: No such file or directory", daemonPid)},
+		{fmt.Sprintf("test $(ls /proc | grep -c '^[0-9]') -lt 10 && ! test -e /proc/%d", daemonPid), "rc=0"},
+		{"cat " + s2.Mountpoint + "/file", "rc=1 cat: " + s2.Mountpoint + "/file: No such file or directory"},
+		{"cat " + other + "/file", "rc=1 cat: " + other + "/file: No such file or directory"},
+		{"test -e " + d.socket + " || test -e " + d.stateDir + "/sessions || test -e " + d.stateDir + "/lock", "rc=1"},
+		{`python3 -c 'import ctypes,os; ctypes.CDLL(None,use_errno=True).syscall(425,1,ctypes.create_string_buffer(120)); exit(ctypes.get_errno())'`, fmt.Sprintf("rc=%d", syscall.ENOSYS)},
+		{`python3 -c 'import socket,sys
+try: socket.socket(socket.AF_UNIX)
+except OSError as e: sys.exit(e.errno)'`, fmt.Sprintf("rc=%d", syscall.EACCES)},
+	})
+	for p, want := range map[string]string{filepath.Join(out, "canary"): "canary", filepath.Join(hooks, "pre-commit"): ".git/hooks/pre-commit"} {
+		if got := readFile(t, p); got != want {
+			t.Errorf("host %s = %q, want %q", p, got, want)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(out, "tool"), &st); err != nil || st.Mode&0o7777 != 0o755 {
+		t.Errorf("host tool mode %o (%v), want 755", st.Mode&0o7777, err)
+	}
+	if err := syscall.Stat(filepath.Join(out, "canary"), &st); err != nil || st.Uid != uint32(os.Getuid()) {
+		t.Errorf("host canary uid %d (%v)", st.Uid, err)
+	}
+}
+
+// TestJailGitAndRenames: inside the jail mv, os.rename and link between
+// directories of the mount and of TMPDIR work, git mv and commit work, the
+// working directory is the physical path on FUSE, and a worktree under the
+// project (.agents/worktrees/x, whose .git file names the backing path)
+// commits while a write to <backing root>/.git/hooks/pre-commit by its
+// absolute path is EACCES from the mount's policy.
+func TestJailGitAndRenames(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "d1/a", "d2/")
+	gitT(t, proj, "init", "-q", "-b", "main")
+	gitT(t, proj, "add", ".")
+	gitT(t, proj, "commit", "-qm", "init")
+	gitT(t, proj, "worktree", "add", "-q", ".agents/worktrees/x", "-b", "x")
+	if r := d.wsfs(t, "session", "create", "g", "--root", proj); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	pre := filepath.Join(proj, ".git/hooks/pre-commit")
+	d.jailChecks(t, "g", nil, [][2]string{
+		{`test "$(pwd -P)" = ` + proj + ` && test "$(stat -f -c %t .)" = 65735546`, "rc=0"},
+		{"mkdir d3 && mv d1/a d3/a && mv d3/a d1/a", "rc=0"},
+		{`python3 -c 'import os; os.rename("d1/a","d2/a"); os.rename("d2/a","d1/a")'`, "rc=0"},
+		{"ln d1/a d2/hard && rm d2/hard", "rc=0"},
+		{`mkdir "$TMPDIR/p" "$TMPDIR/q" && echo t > "$TMPDIR/p/f" && mv "$TMPDIR/p/f" "$TMPDIR/q/f" && ln "$TMPDIR/q/f" "$TMPDIR/p/g"`, "rc=0"},
+		{gitEnv + "git mv d1/a d2/a && git commit -qm mv && git log --format=%s -1 | grep -qx mv", "rc=0"},
+		{"echo x > " + pre, "rc=1 bash: " + pre + ": Permission denied"},
+		{gitEnv + "cd .agents/worktrees/x && echo y > y && git add y && git commit -qm y && git branch xb && test \"$(git log --format=%s -1)\" = y", "rc=0"},
+	})
+	if r := d.wsfs(t, "session", "cwd", "g", "--cd", ".agents/worktrees/x"); r.code != 0 {
+		t.Fatalf("cwd: %s", r.stderr)
+	}
+	d.jailChecks(t, "g", nil, [][2]string{
+		{`test "$(pwd -P)" = ` + proj + `/.agents/worktrees/x`, "rc=0"},
+		{"cat .git | grep -qx 'gitdir: " + proj + "/.git/worktrees/x'", "rc=0"},
+		{gitEnv + "echo z > z && git add z && git commit -qm z && git branch xc", "rc=0"},
+		{"echo x > " + pre, "rc=1 bash: " + pre + ": Permission denied"},
+	})
+	if _, err := os.Stat(pre); !os.IsNotExist(err) {
+		t.Errorf("%s exists after refused writes (%v)", pre, err)
+	}
+	if got := gitT(t, proj, "log", "--format=%s", "x"); got != "z\ny\ninit\n" {
+		t.Errorf("host git log x = %q", got)
+	}
+	if got := gitT(t, proj, "branch", "--list", "xb", "xc"); !strings.Contains(got, "xb") || !strings.Contains(got, "xc") {
+		t.Errorf("host branches: %q", got)
+	}
+}
+
+// TestJailLinkedWorktree: a session rooted at a linked worktree (git
+// worktree add ../wt) with --add-root <main>/.git=rw can git add, commit
+// and branch in the jail; the main repository's hooks stay protected.
+func TestJailLinkedWorktree(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	main, wt := filepath.Join(dir, "main"), filepath.Join(dir, "wt")
+	mkTree(t, main, "a")
+	gitT(t, main, "init", "-q", "-b", "main")
+	gitT(t, main, "add", ".")
+	gitT(t, main, "commit", "-qm", "init")
+	gitT(t, main, "worktree", "add", "-q", wt, "-b", "w")
+	if r := d.wsfs(t, "session", "create", "lw", "--root", wt, "--add-root", filepath.Join(main, ".git")+"=rw"); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	hook := filepath.Join(main, ".git/hooks/pre-commit")
+	d.jailChecks(t, "lw", nil, [][2]string{
+		{gitEnv + "echo b > b && git add b && git commit -qm b && git branch wb", "rc=0"},
+		{"echo x > " + hook, "rc=1 bash: " + hook + ": "},
+	})
+	if got := gitT(t, main, "log", "--format=%s", "w"); got != "b\ninit\n" {
+		t.Errorf("host git log w = %q", got)
+	}
+	if _, err := os.Stat(hook); !os.IsNotExist(err) {
+		t.Errorf("%s exists after a refused write (%v)", hook, err)
+	}
+}
+
+// TestJailGoBuild: `go build ./...` of a small module works in the jail
+// with --allow-write "$(go env GOCACHE)".
+func TestJailGoBuild(t *testing.T) {
+	needJail(t)
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Skipf("go env GOCACHE: %v", err)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not in PATH")
+	}
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "mod")
+	mkTree(t, proj, "sub/")
+	os.WriteFile(filepath.Join(proj, "go.mod"), []byte("module example.com/m\n\ngo 1.21\n"), 0o644)
+	os.WriteFile(filepath.Join(proj, "main.go"), []byte("package main\n\nimport \"example.com/m/sub\"\n\nfunc main() { println(sub.X) }\n"), 0o644)
+	os.WriteFile(filepath.Join(proj, "sub/sub.go"), []byte("package sub\n\nconst X = 42\n"), 0o644)
+	if r := d.wsfs(t, "session", "create", "gb", "--root", proj); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	cache := strings.TrimSpace(string(gocache))
+	r := d.exec(t, "gb", []string{"--confine", "--allow-write", cache}, "bash", "-c",
+		"export GOTOOLCHAIN=local GOFLAGS= GOCACHE="+cache+"; "+goBin+" build ./... && "+goBin+" build -o m . && ./m")
+	if r.code != 0 || r.stderr != "42\n" {
+		t.Errorf("go build in the jail: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// Without --allow-write the cache is read-only.
+	r = d.exec(t, "gb", []string{"--confine"}, "bash", "-c", "touch "+cache+"/wsfs-jail-probe")
+	if r.code != 1 || !strings.Contains(r.stderr, "Read-only file system") {
+		t.Errorf("write to GOCACHE without --allow-write: exit %d stderr %q, want EROFS", r.code, r.stderr)
+	}
+}
