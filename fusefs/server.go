@@ -422,10 +422,19 @@ func checkWsfsMount(mountpoint string) error {
 }
 
 // Holders lists the processes whose cwd, root, executable or open files are
-// at or below mountpoint, from /proc (proc(5)). It reads only link texts,
-// never the mount itself.
+// on the mount at mountpoint: by path in this mount namespace, and by the
+// mount's device (its FUSE connection) in any other, so processes in a jail
+// (wsfs exec --confine), which see the mount at another path through a bind
+// mount, are found too (What then ends in " (other mount namespace)").
+// Magic links are stat'ed with AT_STATX_DONT_SYNC, which FUSE answers from
+// its cache, so a hung file system elsewhere cannot block the scan.
 func Holders(mountpoint string) []Holder {
 	mountpoint = filepath.Clean(mountpoint)
+	var dev uint64
+	var mst unix.Stat_t
+	if unix.Stat(mountpoint, &mst) == nil {
+		dev = mst.Dev
+	}
 	ents, _ := os.ReadDir("/proc")
 	var hs []Holder
 	self := os.Getpid()
@@ -438,11 +447,19 @@ func Holders(mountpoint string) []Holder {
 		comm, _ := os.ReadFile(dir + "/comm")
 		add := func(what, link string) bool {
 			t, err := os.Readlink(link)
-			if err == nil && identity.Within(t, mountpoint) {
-				hs = append(hs, Holder{PID: pid, Comm: strings.TrimSpace(string(comm)), What: what})
-				return true
+			if err != nil {
+				return false
 			}
-			return false
+			if !identity.Within(t, mountpoint) {
+				var stx unix.Statx_t
+				if dev == 0 || unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, 0, &stx) != nil ||
+					unix.Mkdev(stx.Dev_major, stx.Dev_minor) != dev {
+					return false
+				}
+				what += " (other mount namespace)"
+			}
+			hs = append(hs, Holder{PID: pid, Comm: strings.TrimSpace(string(comm)), What: what})
+			return true
 		}
 		if add("cwd", dir+"/cwd") || add("root", dir+"/root") || add("exe", dir+"/exe") {
 			continue

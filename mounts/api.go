@@ -73,6 +73,13 @@ type Health struct {
 	MountBase string `json:"mount_base,omitempty"`
 }
 
+// Jail is the body of POST /v1/sessions/{id}/jails: the caller, registered
+// as a jail of the session.
+type Jail struct {
+	Session string `json:"session"`
+	PID     int    `json:"pid"`
+}
+
 // API is the daemon's HTTP/1.1 JSON API over a Manager (docs/api.md). It
 // answers only peers whose uid (SO_PEERCRED on the Unix socket) is the
 // daemon's own; others get 403 "forbidden".
@@ -95,6 +102,7 @@ func NewAPI(m *Manager, logger *slog.Logger) *API {
 	a.route("/v1/sessions", map[string]handler{http.MethodGet: a.list, http.MethodPost: a.create})
 	a.route("/v1/sessions/{id}", map[string]handler{http.MethodGet: a.get, http.MethodDelete: a.remove})
 	a.route("/v1/sessions/{id}/policy", map[string]handler{http.MethodPut: a.setPolicy, http.MethodPatch: a.patchPolicy})
+	a.route("/v1/sessions/{id}/jails", map[string]handler{http.MethodPost: a.addJail})
 	a.route("/v1/sessions/{id}/cwd", map[string]handler{http.MethodGet: a.cwd, http.MethodPost: a.chdir})
 	a.route("/v1/sessions/{id}/resolve", map[string]handler{http.MethodGet: a.resolve})
 	a.route("/v1/sessions/{id}/events", map[string]handler{http.MethodGet: a.events})
@@ -416,6 +424,23 @@ func (a *API) patchPolicy(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, s, nil
+}
+
+// addJail registers the caller (its SO_PEERCRED pid) as a jail of the
+// session.
+func (a *API) addJail(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	p, _ := r.Context().Value(peerKey{}).(peer)
+	if p.cred == nil {
+		return 0, nil, errorf(CodeInvalid, "session %q: jail: the caller's pid is unknown (peer credentials unavailable)", id)
+	}
+	if err := a.m.AddJail(r.Context(), id, int(p.cred.Pid)); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, Jail{Session: id, PID: int(p.cred.Pid)}, nil
 }
 
 func (a *API) cwd(r *http.Request) (int, any, error) {

@@ -76,6 +76,7 @@ type creation struct {
 	key      string // its canonical path, reserved in m.mountpoints
 	existed  bool   // the mountpoint existed before Create
 
+	allowWrite []string // Spec.AllowWrite, canonical
 	tmpDir     string
 	intentPath string
 	events     *eventLog
@@ -170,7 +171,27 @@ func (c *creation) compile(ctx context.Context) error {
 	}
 	c.symlinks = symlinks
 	c.pspec, c.pol, err = compilePolicy(c.id, c.root, c.spec.Policy)
-	return err
+	if err != nil {
+		return err
+	}
+	for _, w := range c.spec.AllowWrite {
+		cw, err := identity.Canonical(w)
+		switch {
+		case !filepath.IsAbs(w):
+			return errorf(CodeInvalid, "session %q: allow_write %q: must be absolute", c.id, w)
+		case err != nil:
+			return errorf(CodeInvalid, "session %q: allow_write %q: %v", c.id, w, identity.ErrnoText(err))
+		case cw == "/":
+			return errorf(CodeInvalid, "session %q: allow_write %q: the whole file system cannot be writable", c.id, w)
+		case identity.Within(cw, c.root) || identity.Within(c.root, cw):
+			return errorf(CodeInvalid, "session %q: allow_write %q: overlaps the root %s (writes there are the mount's to decide)", c.id, w, c.root)
+		}
+		if fi, err := os.Stat(cw); err != nil || !fi.IsDir() {
+			return errorf(CodeInvalid, "session %q: allow_write %q: not a directory", c.id, w)
+		}
+		c.allowWrite = append(c.allowWrite, cw)
+	}
+	return nil
 }
 
 // startFromParent takes the starting directory from the parent (validated
@@ -385,7 +406,7 @@ func (c *creation) publish(ctx context.Context) error {
 		Version: recordVersion, ID: id, Origin: c.origin, Root: c.root,
 		Mountpoint: c.key, MadeMountpoint: !c.existed, Policy: c.pspec,
 		Symlinks: c.symlinks, Parent: c.spec.Parent, StartCwd: c.startRel,
-		TmpDir: c.tmpDir, Created: time.Now().UTC().Truncate(time.Millisecond),
+		TmpDir: c.tmpDir, AllowWrite: c.allowWrite, Created: time.Now().UTC().Truncate(time.Millisecond),
 	}
 	if err := m.writeRecord(rec); err != nil {
 		return errorf(CodeInternal, "session %q: record: %v", id, err)

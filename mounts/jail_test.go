@@ -2,7 +2,9 @@ package mounts_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wsfs/wsfs/mounts"
 )
@@ -232,5 +235,57 @@ func TestJailGoBuild(t *testing.T) {
 	r = d.exec(t, "gb", []string{"--confine"}, "bash", "-c", "touch "+cache+"/wsfs-jail-probe")
 	if r.code != 1 || !strings.Contains(r.stderr, "Read-only file system") {
 		t.Errorf("write to GOCACHE without --allow-write: exit %d stderr %q, want EROFS", r.code, r.stderr)
+	}
+}
+
+// TestJailEndedBeforeRemove: the daemon holds a pidfd per jail and ends a
+// session's jails before it removes it (a jail's bind would otherwise keep
+// the FUSE connection alive): Remove without force succeeds while a jailed
+// process sits in the mount, the jail is killed, and no mount is left.
+func TestJailEndedBeforeRemove(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "root")
+	mkTree(t, root, "f")
+	s, err := d.c.Create(ctx, mounts.Spec{ID: "je", Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(wsfsBin, "exec", "--session", "je", "--confine", "--", "bash", "-c", "echo ready; exec sleep 600")
+	cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("jail did not start: %q %v", buf, err)
+	}
+	go func() { done <- cmd.Wait() }()
+	if err := d.c.Remove(ctx, "je", false); err != nil {
+		t.Fatalf("Remove with a jail running: %v", err)
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("jail ended with %v, want killed by SIGKILL", err)
+		}
+		done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the jail still runs after Remove")
+	}
+	if ms := fuseMountsUnder(t, dir); len(ms) != 0 {
+		t.Errorf("mounts left after Remove: %v", ms)
+	}
+	if _, err := os.Stat(s.Mountpoint); !os.IsNotExist(err) {
+		t.Errorf("mountpoint %s after Remove: %v", s.Mountpoint, err)
 	}
 }

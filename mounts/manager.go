@@ -65,6 +65,9 @@ type session struct {
 	// just before mounting: the walks of Chdir and Resolve go by path, and
 	// check first that the path still names this directory.
 	rootID identity.FileID
+	// jails are the jails (wsfs exec --confine) started on this session,
+	// ended before it is unmounted (jails.go).
+	jails []jail
 }
 
 // New opens the state directory (taking its lock) and the mount base,
@@ -141,6 +144,7 @@ func (s *session) snapshot() Session {
 		Parent:     s.rec.Parent,
 		Cwd:        inMount(s.rec.Mountpoint, s.cwd),
 		TmpDir:     s.rec.TmpDir,
+		AllowWrite: s.rec.AllowWrite,
 		Created:    s.rec.Created,
 		State:      StateMounted,
 	}
@@ -282,6 +286,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	var errs []error
 	for _, s := range all {
 		s.mu.Lock()
+		m.endJails(s)
 		if s.srv != nil {
 			err := s.srv.Unmount(false)
 			var busy *fusefs.BusyError

@@ -15,7 +15,7 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 )
 
-// Remove unmounts session id, removes the mountpoint when Create made it,
+// Remove ends the session's jails (AddJail), unmounts session id, removes the mountpoint when Create made it,
 // and deletes its record, event log, intent and temp directory. A mount
 // still in use gives ErrBusy naming the holders, and the session stays;
 // force detaches a busy mount lazily (MNT_DETACH) instead. A mount already
@@ -30,6 +30,7 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 		return err
 	}
 	defer s.mu.Unlock()
+	m.endJails(s)
 	switch {
 	case s.srv != nil:
 		if err := s.srv.Unmount(force); err != nil {

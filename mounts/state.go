@@ -44,8 +44,10 @@ type record struct {
 	// root ("." for the root itself).
 	StartCwd string `json:"start_cwd"`
 	// TmpDir is the session's private temp directory (mode 0700).
-	TmpDir  string    `json:"tmpdir"`
-	Created time.Time `json:"created"`
+	TmpDir string `json:"tmpdir"`
+	// AllowWrite are the jail's directly writable directories, canonical.
+	AllowWrite []string  `json:"allow_write,omitempty"`
+	Created    time.Time `json:"created"`
 }
 
 // pending is the intent file <state>/sessions/<id>.pending that Create writes

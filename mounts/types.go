@@ -55,6 +55,12 @@ type Spec struct {
 	// mount root, absolute inside the mountpoint, or an absolute host path
 	// inside the root. At most one of Parent and Cwd may be set.
 	Cwd string `json:"cwd,omitempty"`
+	// AllowWrite are directories a jail of this session (wsfs exec
+	// --confine) may write directly, besides its temp directory (a build
+	// cache, say): absolute, existing directories, neither inside the root
+	// nor containing it (writes there are the mount's to decide), nor "/".
+	// Stored canonical.
+	AllowWrite []string `json:"allow_write,omitempty"`
 }
 
 // Session is a snapshot of one session, as Get, List and Create return it
@@ -80,8 +86,11 @@ type Session struct {
 	CwdPhysical string `json:"cwd_physical"`
 	// TmpDir is the session's private temp directory (mode 0700), used as
 	// TMPDIR by `wsfs exec`.
-	TmpDir  string    `json:"tmpdir"`
-	Created time.Time `json:"created"`
+	TmpDir string `json:"tmpdir"`
+	// AllowWrite are the directories the session's jails may write
+	// directly (Spec.AllowWrite, canonical).
+	AllowWrite []string  `json:"allow_write,omitempty"`
+	Created    time.Time `json:"created"`
 	// State is "mounted", or "failed" when Recover could not mount the
 	// session again or could not read its record (Error says why; Remove
 	// still works).

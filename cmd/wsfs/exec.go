@@ -144,12 +144,13 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 		}
 	}
 	socketDir := filepath.Dir(c.Socket())
-	c.Close()
+	defer c.Close()
 
 	env := setEnv(os.Environ(), "WSFS_SESSION", id)
 	env = setEnv(env, "WSFS_ROOT", s.Mountpoint)
 	env = setEnv(env, "PWD", wd.Path)
 	if confineMode == confineNone {
+		c.Close()
 		path, err := exec.LookPath(args[0])
 		if err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", args[0], firstLine(err.Error()))
@@ -164,6 +165,11 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	}
 
 	env = setEnv(env, "TMPDIR", s.TmpDir)
+	for _, w := range s.AllowWrite {
+		if !slices.Contains(writable, w) {
+			writable = append(writable, w)
+		}
+	}
 	spec := jailSpec(s, wd, others, health, socketDir, writable)
 	spec.Args, spec.BestEffort = args, confineMode == confineBestEffort
 	if _, err := spec.BwrapPath(); err != nil {
@@ -172,11 +178,18 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: warning: exec --confine=best-effort: %s; falling back to Landlock alone (no mount namespace)\n", firstLine(err.Error()))
 		spec.Env, spec.Cwd = env, wd.Path
+		c.Close()
 		return execFailure(cmd, confine.ExecLandlockOnly(spec))
 	}
 	env = setEnv(env, "WSFS_ROOT", s.Root)
 	env = setEnv(env, "PWD", wd.Physical)
 	spec.Env, spec.Cwd = env, wd.Physical
+	// The daemon holds a pidfd on this process, which becomes bwrap: it
+	// ends the jail before it unmounts, removes or restarts the session.
+	if _, err := c.AddJail(cmd.Context(), id); err != nil {
+		return apiFailure(cmd, err)
+	}
+	c.Close()
 	return execFailure(cmd, spec.Exec())
 }
 
@@ -216,6 +229,12 @@ func jailSpec(s mounts.Session, wd mounts.WorkDir, others []mounts.Session, h mo
 	var protected []string // what the policy protects, for roots bound directly
 	if pol, err := policy.Compile(s.Policy); err == nil {
 		protected = pol.ProtectedPaths()
+	}
+	if hostView != "" {
+		// The mount presents escaping links as texts into the host view:
+		// it stays at its own path in the jail (inside the hidden mount
+		// base), so they resolve there too.
+		spec.Views = append(spec.Views, confine.View{Path: hostView, Source: hostView})
 	}
 	for _, r := range s.Policy.Additional {
 		switch {

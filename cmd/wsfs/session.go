@@ -85,9 +85,9 @@ func checkID(what, id string) error {
 // newSessionCreateCmd returns `wsfs session create`.
 func newSessionCreateCmd() *cobra.Command {
 	var root, mountpoint, mode, symlinks, parent, cwd, policyFile string
-	var addRoots, protect []string
+	var addRoots, protect, allowWrite []string
 	cmd := &cobra.Command{
-		Use:   "create ID --root DIR [--mountpoint DIR] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]... [--symlinks MODE] [--parent ID | --cwd DIR] [--policy FILE]",
+		Use:   "create ID --root DIR [--mountpoint DIR] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]... [--symlinks MODE] [--parent ID | --cwd DIR] [--policy FILE] [--allow-write DIR]...",
 		Short: "Create and mount a session",
 		Long: `Create session ID: mount the physical root of --root (symlinks and ".."
 resolved as the kernel does) at --mountpoint (default <mount-base>/ID), with the
@@ -142,11 +142,19 @@ to the mount root). Prints the session (see "session show").`,
 					return err
 				}
 			}
+			var aw []string
+			for _, w := range allowWrite {
+				a, err := baseDir(w)
+				if err != nil {
+					return err
+				}
+				aw = append(aw, a)
+			}
 			c := daemonClient(cmd)
 			defer c.Close()
 			s, err := c.Create(cmd.Context(), mounts.Spec{
 				ID: id, Root: rootAbs, Mountpoint: mp, Policy: spec,
-				Symlinks: sl, Parent: parent, Cwd: cwd,
+				Symlinks: sl, Parent: parent, Cwd: cwd, AllowWrite: aw,
 			})
 			if err != nil {
 				return apiFailure(cmd, err)
@@ -165,6 +173,7 @@ to the mount root). Prints the session (see "session show").`,
 	fl.StringVar(&parent, "parent", "", "start in this session's current directory")
 	fl.StringVar(&cwd, "cwd", "", "start in this directory (relative to the mount root, or absolute)")
 	fl.StringVar(&policyFile, "policy", "", "policy file (JSON or YAML) as a base")
+	fl.StringArrayVar(&allowWrite, "allow-write", nil, "a directory the session's jails (exec --confine) may write directly, e.g. a build cache (repeatable)")
 	return cmd
 }
 

@@ -185,6 +185,15 @@ func (c *Client) PatchPolicy(ctx context.Context, id string, p policy.Patch) (mo
 	return s, c.do(ctx, http.MethodPatch, sessionPath(id, "/policy"), p, &s)
 }
 
+// AddJail registers the calling process as a jail of session id (POST
+// /v1/sessions/{id}/jails): the daemon holds a pidfd on it and kills it
+// before it unmounts, removes or restarts the session. Call it from the
+// process that then execs the jail in place (same pid).
+func (c *Client) AddJail(ctx context.Context, id string) (mounts.Jail, error) {
+	var j mounts.Jail
+	return j, c.do(ctx, http.MethodPost, sessionPath(id, "/jails"), struct{}{}, &j)
+}
+
 // Cwd returns session id's working directory, validated (GET
 // /v1/sessions/{id}/cwd).
 func (c *Client) Cwd(ctx context.Context, id string) (mounts.WorkDir, error) {

@@ -1,0 +1,130 @@
+package mounts
+
+// Jails: the processes `wsfs exec --confine` started on a session. A jail
+// binds the session's mount into its own mount namespace, which would keep
+// the FUSE connection (and an old server's mount) alive after the daemon
+// unmounts it; so the daemon holds a pidfd per jail and ends the jails
+// before it unmounts, removes or restarts a session.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/identity"
+)
+
+// jail is one registered jail: the pid of its outermost process (bwrap,
+// whose --die-with-parent child and PID namespace die with it) and a pidfd
+// on it.
+type jail struct {
+	pid int
+	fd  int
+}
+
+// jailEndTimeout bounds how long ending a jail waits for it to exit after
+// SIGKILL.
+const jailEndTimeout = 5 * time.Second
+
+// AddJail registers process pid (the caller of the API, which then execs
+// bwrap in place: same pid) as a jail of session id: the daemon opens a
+// pidfd on it (pidfd_open(2)) and ends it before the session is unmounted,
+// removed, or the daemon stops. Jails that have exited are forgotten here.
+//
+// Errors: ErrNotFound, ErrFailed, ErrInvalid (pid 0 or not a live
+// process).
+func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
+	if pid <= 0 {
+		return errorf(CodeInvalid, "session %q: jail pid %d: must be a process id", id, pid)
+	}
+	s, err := m.locked(id, true)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	live := s.jails[:0]
+	for _, j := range s.jails {
+		if exited(j.fd) {
+			unix.Close(j.fd)
+			continue
+		}
+		live = append(live, j)
+	}
+	s.jails = live
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return errorf(CodeInvalid, "session %q: jail pid %d: %v", id, pid, identity.ErrnoText(err))
+	}
+	s.jails = append(s.jails, jail{pid: pid, fd: fd})
+	m.log.Info("jail started", "session", id, "pid", pid)
+	return nil
+}
+
+// exited reports whether the process of pidfd fd has exited (the pidfd
+// polls readable then).
+func exited(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err == nil && n > 0
+}
+
+// endJails kills every jail of s (s.mu held) with SIGKILL through pidfds
+// (pidfd_send_signal(2): never another process that reused the pid): the
+// registered process (bwrap) and its children (the jail's PID 1, whose
+// death takes every process of its PID namespace with it), then waits,
+// bounded, until each has exited.
+func (m *Manager) endJails(s *session) {
+	for _, j := range s.jails {
+		if exited(j.fd) {
+			unix.Close(j.fd)
+			continue
+		}
+		fds := []int{j.fd}
+		for _, c := range children(j.pid) {
+			if fd, err := unix.PidfdOpen(c, 0); err == nil {
+				fds = append(fds, fd)
+			}
+		}
+		// The outer process first would let its child outlive it for a
+		// moment (PR_SET_PDEATHSIG); kill the children first.
+		for i := len(fds) - 1; i >= 0; i-- {
+			if err := unix.PidfdSendSignal(fds[i], unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
+				m.log.Warn("jail: kill", "session", s.rec.ID, "pid", j.pid, "err", err)
+			}
+		}
+		deadline := time.Now().Add(jailEndTimeout)
+		for _, fd := range fds {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			for time.Now().Before(deadline) {
+				n, err := unix.Poll(p, int(time.Until(deadline).Milliseconds())+1)
+				if n > 0 || err != nil && err != unix.EINTR {
+					break
+				}
+			}
+			unix.Close(fd)
+		}
+		m.log.Info("jail ended", "session", s.rec.ID, "pid", j.pid)
+	}
+	s.jails = nil
+}
+
+// children returns the pids of pid's children (/proc/PID/task/PID/children,
+// proc(5)); none when the file is missing.
+func children(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
