@@ -222,10 +222,11 @@ func TestJailGoBuild(t *testing.T) {
 	os.WriteFile(filepath.Join(proj, "go.mod"), []byte("module example.com/m\n\ngo 1.21\n"), 0o644)
 	os.WriteFile(filepath.Join(proj, "main.go"), []byte("package main\n\nimport \"example.com/m/sub\"\n\nfunc main() { println(sub.X) }\n"), 0o644)
 	os.WriteFile(filepath.Join(proj, "sub/sub.go"), []byte("package sub\n\nconst X = 42\n"), 0o644)
+	cache := strings.TrimSpace(string(gocache))
+	// --allow-write on exec, and in the session record (session create).
 	if r := d.wsfs(t, "session", "create", "gb", "--root", proj); r.code != 0 {
 		t.Fatalf("create: %s", r.stderr)
 	}
-	cache := strings.TrimSpace(string(gocache))
 	r := d.exec(t, "gb", []string{"--confine", "--allow-write", cache}, "bash", "-c",
 		"export GOTOOLCHAIN=local GOFLAGS= GOCACHE="+cache+"; "+goBin+" build ./... && "+goBin+" build -o m . && ./m")
 	if r.code != 0 || r.stderr != "42\n" {
@@ -236,6 +237,15 @@ func TestJailGoBuild(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "Read-only file system") {
 		t.Errorf("write to GOCACHE without --allow-write: exit %d stderr %q, want EROFS", r.code, r.stderr)
 	}
+	if r := d.wsfs(t, "session", "create", "gb2", "--root", proj, "--allow-write", cache, "--json"); r.code != 0 || !strings.Contains(r.stdout, `"allow_write":["`+canon(t, cache)+`"]`) {
+		t.Fatalf("create --allow-write: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = d.exec(t, "gb2", []string{"--confine"}, "bash", "-c", "touch "+cache+"/wsfs-jail-probe && rm "+cache+"/wsfs-jail-probe")
+	if r.code != 0 {
+		t.Errorf("write to GOCACHE with allow_write in the record: exit %d stderr %q", r.code, r.stderr)
+	}
+	d.apiError(t, "POST", "/v1/sessions", `{"id":"gb3","root":"`+proj+`","allow_write":["`+proj+`/sub"]}`, 400, mounts.CodeInvalid,
+		`session "gb3": allow_write "`+proj+`/sub": overlaps the root `+canon(t, proj)+` (writes there are the mount's to decide)`)
 }
 
 // TestJailEndedBeforeRemove: the daemon holds a pidfd per jail and ends a
