@@ -121,8 +121,9 @@ func (p *Policy) Spec() Spec {
 // that binds a writable root directly (not through a mount that asks the
 // policy) binds these read-only. The slice is a copy.
 func (p *Policy) ProtectedPaths() []string {
-	out := make([]string, 0, len(p.guards))
-	for _, g := range p.guards {
+	gs := p.refresh()
+	out := make([]string, 0, len(gs.guards))
+	for _, g := range gs.guards {
 		out = append(out, g.key)
 	}
 	return out
