@@ -15,27 +15,30 @@ import (
 // SymlinkMode says how symlinks in the backing tree are presented.
 type SymlinkMode string
 
-// The symlink modes (DESIGN.md, "Symlinks").
+// The symlink modes (DESIGN.md, "Links are links"). A symlink is always
+// shown as a symlink; the modes differ only in its text.
 const (
-	// SymlinksContain shows in-root links with a text that reaches the same
-	// physical object inside the mount, serves existing escaping links in
-	// place (as their target) and refuses dangling escaping links (EACCES).
+	// SymlinksContain rewrites the text of a link that would leave the
+	// session's mounts: an in-root target gets a text that reaches it
+	// inside the mount, an outside one the host view's path of its key.
 	SymlinksContain SymlinkMode = "contain"
-	// SymlinksFollow shows every link as stored. For trusted trees only.
+	// SymlinksFollow shows every link as stored. For trusted trees (and the
+	// jail's view).
 	SymlinksFollow SymlinkMode = "follow"
-	// SymlinksResolve shows no symlinks: every link is served as its target.
-	SymlinksResolve SymlinkMode = "resolve"
 )
 
-// ParseSymlinkMode returns the mode named s; "" is SymlinksContain.
+// ParseSymlinkMode returns the mode named s; "" is SymlinksContain. The
+// removed "resolve" mode (links served as their targets) is refused.
 func ParseSymlinkMode(s string) (SymlinkMode, error) {
 	switch SymlinkMode(s) {
 	case "":
 		return SymlinksContain, nil
-	case SymlinksContain, SymlinksFollow, SymlinksResolve:
+	case SymlinksContain, SymlinksFollow:
 		return SymlinkMode(s), nil
+	case "resolve":
+		return "", fmt.Errorf("symlink mode %q: removed (links are always shown as links); use contain or follow", s)
 	}
-	return "", fmt.Errorf("symlink mode %q: must be one of contain, follow, resolve", s)
+	return "", fmt.Errorf("symlink mode %q: must be one of contain, follow", s)
 }
 
 // Config is what Mount needs. Nothing in it knows about sessions beyond the
@@ -52,7 +55,13 @@ type Config struct {
 	Policy *policy.Policy
 	// Symlinks defaults to SymlinksContain.
 	Symlinks SymlinkMode
-	// AllowOther mounts with allow_other,default_permissions.
+	// HostView is the session's host view mountpoint (MountHostView),
+	// absolute: in contain mode a link whose target is outside the root is
+	// shown with the text HostView + key (identity.TargetKey of the
+	// target). Empty: such links show the key itself (the physical path).
+	HostView string
+	// AllowOther mounts with allow_other (every mount has
+	// default_permissions).
 	AllowOther bool
 	// NonEmpty allows a non-empty mountpoint.
 	NonEmpty bool

@@ -4,6 +4,8 @@ import (
 	"context"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -26,13 +28,36 @@ func newFileHandle(fd int) *fileHandle {
 // OFD locks are.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
 
+// PassthroughFd offers the descriptor for FUSE passthrough only where the
+// kernel can take it: a regular file on a file system that is not a pseudo
+// or stacked one. go-fuse turns passthrough off for the whole mount after
+// one failed registration (a procfs file, an overlayfs file past the stack
+// depth), and one odd file must not slow down every other.
+func (h *fileHandle) PassthroughFd() (int, bool) {
+	var st unix.Stat_t
+	if unix.Fstat(h.fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return -1, false
+	}
+	var sfs unix.Statfs_t
+	if unix.Fstatfs(h.fd, &sfs) != nil {
+		return -1, false
+	}
+	switch int64(sfs.Type) {
+	case unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.FUSE_SUPER_MAGIC, unix.OVERLAYFS_SUPER_MAGIC,
+		unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC, unix.SECURITYFS_MAGIC, unix.CGROUP_SUPER_MAGIC,
+		unix.CGROUP2_SUPER_MAGIC, unix.BPF_FS_MAGIC, unix.EFIVARFS_MAGIC, unix.ECRYPTFS_SUPER_MAGIC,
+		unix.PSTOREFS_MAGIC, 0x62656570 /* configfs */ :
+		return -1, false
+	}
+	return h.LoopbackFile.PassthroughFd()
+}
+
 // dirHandle lists a backing directory with stable offsets (go-fuse's
-// loopback stream: telldir/seekdir work). Outside follow mode, symlink
-// entries report DT_UNKNOWN, since lookup may serve one in place of its
-// target; readdir(3) users then stat, as they must for DT_UNKNOWN.
+// loopback stream: telldir/seekdir work). In a host view, a directory that
+// is hidden but leads to a visible place lists only the names on the way.
 type dirHandle struct {
-	ds        fs.DirStream
-	hideLinks bool
+	ds   fs.DirStream
+	keep func(name string) bool // nil: every name
 }
 
 var (
@@ -42,12 +67,21 @@ var (
 	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
 )
 
-func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	e, errno := d.ds.(fs.FileReaddirenter).Readdirent(ctx)
-	if e != nil && d.hideLinks && e.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-		e.Mode = 0
+func (n *node) newDirHandle(ds fs.DirStream) *dirHandle {
+	d := &dirHandle{ds: ds}
+	if n.m.host != nil {
+		d.keep = n.m.host.listFilter(n.m.policy(), n.phys())
 	}
-	return e, errno
+	return d
+}
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	for {
+		e, errno := d.ds.(fs.FileReaddirenter).Readdirent(ctx)
+		if e == nil || d.keep == nil || d.keep(e.Name) {
+			return e, errno
+		}
+	}
 }
 
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {

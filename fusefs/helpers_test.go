@@ -42,7 +42,9 @@ var testBase string
 
 func TestMain(m *testing.M) {
 	syscall.Umask(0)
-	base, err := os.MkdirTemp("", "wsfs-fusefs-test-")
+	// Not under /tmp: the host view hides /tmp (but the session's temp
+	// area), and the tests' outside directories must be visible there.
+	base, err := os.MkdirTemp("/var/tmp", "wsfs-fusefs-test-")
 	if err == nil {
 		base, err = filepath.EvalSymlinks(base)
 	}
@@ -137,7 +139,14 @@ type mountSetup struct {
 	spec     policy.Spec
 	cfg      fusefs.Config
 	populate []func(t *testing.T, backing string)
+	noHost   bool // no host view (escaping links keep their stored text)
 }
+
+// withoutHostView mounts the session without a host view.
+func withoutHostView() mountOpt { return func(s *mountSetup) { s.noHost = true } }
+
+// hostViewOf returns the host view path mountT uses for a mountpoint.
+func hostViewOf(mnt string) string { return mnt + "@host" }
 
 type mountOpt func(*mountSetup)
 
@@ -225,7 +234,28 @@ func mountT(t *testing.T, opts ...mountOpt) (backing, mnt string, srv *fusefs.Se
 		f(t, backing)
 	}
 	s.cfg.Policy = compileT(t, s.spec)
+	if !s.noHost {
+		hv := hostViewOf(mnt)
+		s.cfg.HostView = hv
+		mountHostViewT(t, fusefs.HostViewConfig{Mountpoint: hv, Policy: s.cfg.Policy, Session: t.Name(),
+			Logger: s.cfg.Logger, NoWatch: s.cfg.NoWatch, Links: map[string]string{backing: mnt, mnt: mnt}})
+	}
 	return backing, mnt, mountCfgT(t, s.cfg)
+}
+
+// mountHostViewT makes and mounts a host view and registers its unmount
+// and removal.
+func mountHostViewT(t *testing.T, cfg fusefs.HostViewConfig) *fusefs.Server {
+	t.Helper()
+	if err := os.Mkdir(cfg.Mountpoint, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fusefs.MountHostView(cfg)
+	if err != nil {
+		t.Fatalf("fusefs.MountHostView(%s): %v", cfg.Mountpoint, err)
+	}
+	t.Cleanup(func() { unmountT(t, srv, cfg.Mountpoint) })
+	return srv
 }
 
 // testLogger discards the server's denial log unless WSFS_TEST_LOG is set

@@ -4,17 +4,14 @@ import (
 	"context"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
 )
-
-// denyEscapeDangling refuses to create a link out of the root to nothing.
-var denyEscapeDangling = policy.Decision{Errno: syscall.EACCES, Rule: "symlink:escape-dangling"}
 
 // Every mutation asks the policy first, then makes one *at call on this
 // directory's descriptor with a single name, never following a final
@@ -41,7 +38,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		unix.Close(fd)
 		return nil, nil, 0, toErrno(err)
 	}
-	return n.addChild(ctx, pfd, &st, "", p, out), newFileHandle(fd), 0, 0
+	return n.addChild(ctx, pfd, &st, p, out), newFileHandle(fd), 0, 0
 }
 
 // pathOf returns an O_PATH descriptor for the object an open descriptor
@@ -66,7 +63,13 @@ func (n *node) lookupNew(ctx context.Context, name, p string, out *fuse.EntryOut
 	if err != nil {
 		return nil, toErrno(err)
 	}
-	return n.addChild(ctx, fd, &st, "", p, out), 0
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && n.m.symlinks != SymlinksFollow {
+		if text, err := identity.ReadlinkAt(fd, ""); err == nil {
+			shown, _ := n.m.present(filepath.Dir(p), text)
+			st.Size = int64(len(shown))
+		}
+	}
+	return n.addChild(ctx, fd, &st, p, out), 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -97,6 +100,10 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	return n.lookupNew(ctx, name, p, out)
 }
 
+// Symlink creates a link; creating one is data, whatever it points to (an
+// escaping or dangling target included): what a walk through it may do is
+// decided where it lands. A text naming a host-view path is stored with the
+// physical path.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	m := n.m
 	m.stats.op(opSymlink)
@@ -104,43 +111,10 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	dir := filepath.Dir(p)
-	escapes := false
-	if m.symlinks != SymlinksFollow {
-		pres := m.presentLink(dir, target)
-		if !m.shown(dir, pres) {
-			// Served in place once made: refuse now what its lookup would,
-			// so nothing is created.
-			escapes = true
-			d := m.refusal(pres)
-			if d.Allow && pres.kind == linkInPlace {
-				// A none root answers before existence is looked at: no
-				// oracle for what is there. A link out of the root must
-				// reach something, else O_CREAT through it is the way out.
-				if d = m.policy().Decide(policy.OpRead, pres.key); d.Allow {
-					var st unix.Stat_t
-					if unix.Stat(pres.key, &st) != nil {
-						d = denyEscapeDangling
-					}
-				}
-			}
-			if !d.Allow {
-				return nil, m.deny(ctx, "symlink", p, d)
-			}
-		}
-	}
-	if err := asCaller(ctx, n.fd, func() error { return unix.Symlinkat(target, n.fd, name) }); err != nil {
+	if err := asCaller(ctx, n.fd, func() error { return unix.Symlinkat(m.storedText(target), n.fd, name) }); err != nil {
 		return nil, toErrno(err)
 	}
-	ch, errno := n.lookupNew(ctx, name, p, out)
-	if errno == 0 && escapes {
-		// The kernel insists the new entry is a symlink; make it look the
-		// name up again at once, when it is served in place. (1ns: go-fuse
-		// replaces a 0 timeout with the mount's.)
-		out.SetEntryTimeout(time.Nanosecond)
-		out.SetAttrTimeout(time.Nanosecond)
-	}
-	return ch, errno
+	return n.lookupNew(ctx, name, p, out)
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -154,7 +128,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	p := join(n.where(), name)
 	// A hard link needs write access at both ends: otherwise an outside
 	// file could be linked in and written through.
-	if d := m.policy().DecideLinkAt(src.where(), p, policy.Object{Self: src.fileID()},
+	if d := m.decidePair(true, src.where(), p, policy.Object{Self: src.fileID()},
 		policy.Object{Dir: n.fileID(), Name: name}); !d.Allow {
 		return nil, m.deny(ctx, "link", p, d)
 	}
@@ -167,9 +141,6 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	if err != nil {
 		return nil, toErrno(err)
-	}
-	if src.anchor != "" {
-		return n.lookupNew(ctx, name, p, out)
 	}
 	var st syscall.Stat_t
 	if err := fstat(src.fd, &st); err != nil {
@@ -206,7 +177,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	n.ensureWatched()
 	np.ensureWatched()
 	src, dst := join(n.where(), name), join(np.where(), newName)
-	if d := m.policy().DecideRenameAt(src, dst, policy.Object{Dir: n.fileID(), Name: name},
+	if d := m.decidePair(false, src, dst, policy.Object{Dir: n.fileID(), Name: name},
 		policy.Object{Dir: np.fileID(), Name: newName}); !d.Allow {
 		return m.deny(ctx, "rename", src+" -> "+dst, d)
 	}
@@ -252,5 +223,5 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	sa := n.m.stable(&st)
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	return n.NewInode(ctx, n.m.newNode(pfd, "", p), sa), newFileHandle(fd), 0, 0
+	return n.NewInode(ctx, n.m.newNode(pfd, p), sa), newFileHandle(fd), 0, 0
 }

@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"hash/fnv"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -30,7 +29,19 @@ type mount struct {
 	session string
 	stats   counters
 	watch   *watcher // nil when host changes are not watched
+	// host is set on a host view (MountHostView): hidden places, session
+	// links, mount-type checks.
+	host *hostView
+
+	// Inode numbers of objects on other devices than the root's,
+	// allocated one-to-one (DESIGN.md, "Host view": inode numbers).
+	inoMu   sync.Mutex
+	inos    map[devIno]uint64
+	nextIno uint64
 }
+
+// devIno identifies a backing object.
+type devIno struct{ dev, ino uint64 }
 
 // node is one backing object. It holds an O_PATH descriptor bound to the
 // object from the moment it was looked up (libfuse passthrough_hp style):
@@ -48,16 +59,12 @@ type node struct {
 	fd   int
 	desc *descriptor
 
-	// anchor is the physical path of a node served in place of a symlink
-	// (an escaping link in contain mode, any link in resolve mode). Its
-	// descendants' physical paths are computed from it.
-	anchor string
 	// origin is the physical path at creation; used once the node has no
 	// parent left in the tree (an unlinked open file).
 	origin string
-	// outside is set when the node's physical path is not below the root:
-	// its lookups are checked against the policy (a none root may be there).
-	outside bool
+	// linkText is set on a host view's session link (HostViewConfig.Links):
+	// a symlink that exists only in the view, with no backing object (fd -1).
+	linkText string
 
 	// A directory is watched from the first time the kernel looks into it
 	// (ensureWatched): only then can it cache entries below it, and only
@@ -101,6 +108,33 @@ var (
 
 func (m *mount) policy() *policy.Policy { return m.pol.Load() }
 
+// decide asks the policy about op at the physical path p and object obj; a
+// host view first applies its own rules (hidden places, session links).
+func (m *mount) decide(op policy.Op, p string, obj policy.Object) policy.Decision {
+	if m.host != nil {
+		if d, ok := m.host.gate(m.policy(), op, p); !ok {
+			return d
+		}
+	}
+	return m.policy().DecideAt(op, p, obj)
+}
+
+// decidePair is decide for the two ends of a rename (link false) or a
+// hard link (link true).
+func (m *mount) decidePair(link bool, src, dst string, so, do policy.Object) policy.Decision {
+	if m.host != nil {
+		for _, p := range [2]string{src, dst} {
+			if d, ok := m.host.gate(m.policy(), policy.OpRename, p); !ok {
+				return d
+			}
+		}
+	}
+	if link {
+		return m.policy().DecideLinkAt(src, dst, so, do)
+	}
+	return m.policy().DecideRenameAt(src, dst, so, do)
+}
+
 // join appends a single name to a clean absolute directory path.
 func join(dir, name string) string {
 	if dir == "/" {
@@ -109,11 +143,10 @@ func join(dir, name string) string {
 	return dir + "/" + name
 }
 
-// newNode wraps an O_PATH fd; anchor is non-empty for nodes served in place
-// of a symlink.
-func (m *mount) newNode(fd int, anchor, origin string) *node {
+// newNode wraps an O_PATH fd.
+func (m *mount) newNode(fd int, origin string) *node {
 	d := &descriptor{fd: fd}
-	n := &node{m: m, fd: fd, desc: d, anchor: anchor, origin: origin, outside: !identity.Within(origin, m.root)}
+	n := &node{m: m, fd: fd, desc: d, origin: origin}
 	runtime.AddCleanup(n, (*descriptor).close, d)
 	return n
 }
@@ -127,19 +160,20 @@ type descriptor struct {
 }
 
 func (d *descriptor) close() {
-	if d.closed.CompareAndSwap(false, true) {
+	if d.fd >= 0 && d.closed.CompareAndSwap(false, true) {
 		unix.Close(d.fd)
 	}
 }
 
 // stable is the go-fuse identity of a backing object. Inode numbers on the
 // root's device are passed through, so git's index and editors' change
-// detection agree between host and mount; other devices are mixed in as
-// go-fuse's loopback does.
+// detection agree between host and mount; objects on other devices get a
+// number allocated by this mount, one per (dev, ino), so two objects never
+// share one (DESIGN.md, "Host view").
 func (m *mount) stable(st *syscall.Stat_t) fs.StableAttr {
 	ino := st.Ino
 	if st.Dev != m.dev {
-		ino ^= st.Dev<<32 | st.Dev>>32
+		ino = m.allocIno(devIno{st.Dev, st.Ino})
 	}
 	if ino == 0 || ino == 1 || ino == ^uint64(0) {
 		ino ^= 1 << 62 // reserved by FUSE / go-fuse
@@ -147,15 +181,22 @@ func (m *mount) stable(st *syscall.Stat_t) fs.StableAttr {
 	return fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino}
 }
 
-// inPlaceIno is the inode number of a node served in place of a symlink. It
-// is derived from the target's canonical path, never from the backing inode
-// number, so go-fuse can never merge it with a node reached by another
-// spelling: a merged node could compute its physical path through the link's
-// directory and be judged by the wrong root.
-func inPlaceIno(key string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	return h.Sum64() | 1<<63
+// allocIno returns the number allocated to k, allocating it the first
+// time. Allocated numbers have the top bit set; backing numbers on the
+// root's device never do (no Linux file system hands those out).
+func (m *mount) allocIno(k devIno) uint64 {
+	m.inoMu.Lock()
+	defer m.inoMu.Unlock()
+	if ino, ok := m.inos[k]; ok {
+		return ino
+	}
+	if m.inos == nil {
+		m.inos = make(map[devIno]uint64)
+	}
+	m.nextIno++
+	ino := 1<<63 | m.nextIno
+	m.inos[k] = ino
+	return ino
 }
 
 // where returns the node's physical path as the kernel knows it now: the
@@ -171,17 +212,15 @@ func (n *node) where() string {
 	return strings.TrimSuffix(p, " (deleted)")
 }
 
-// phys returns the canonical physical path of the node: its anchor, or the
-// root, joined with the names on the way up the tree. Hard-linked nodes
-// yield one of their physical paths.
+// phys returns the canonical physical path of the node: the root joined
+// with the names on the way up the tree. Hard-linked nodes yield one of
+// their physical paths.
 func (n *node) phys() string {
 	var names []string
 	cur := n
 	for {
 		base := ""
 		switch {
-		case cur.anchor != "":
-			base = cur.anchor
 		case cur.IsRoot():
 			base = cur.m.root
 		default:
@@ -234,16 +273,38 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	m := n.m
 	m.stats.op(opLookup)
 	n.ensureWatched()
+	var p string
+	if m.host != nil {
+		// Every name in the host view is decided at its physical path
+		// (a none root, a hidden place), the session links shown as such.
+		p = join(n.phys(), name)
+		if text, ok := m.host.links[p]; ok {
+			return n.addLinkNode(ctx, p, text, out), 0
+		}
+		if d := m.decide(policy.OpRead, p, policy.Object{}); !d.Allow {
+			return nil, m.deny(ctx, "lookup", p, d)
+		}
+	}
 	if ch := n.revalidate(name, out); ch != nil {
 		return ch, 0
 	}
-	fd, st, err := openPathStat(n.fd, name)
+	if p == "" {
+		p = join(n.phys(), name)
+	}
+	var fd int
+	var st syscall.Stat_t
+	var err error
+	if m.host != nil {
+		fd, st, err = m.host.openChild(n.fd, name, p)
+	} else {
+		fd, st, err = openPathStat(n.fd, name)
+	}
 	if err != nil {
+		if d, ok := err.(*denial); ok {
+			return nil, m.deny(ctx, "lookup", p, d.d)
+		}
 		return nil, toErrno(err)
 	}
-	dir := n.phys()
-	p := join(dir, name)
-	inside := identity.Within(dir, m.root)
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && m.symlinks != SymlinksFollow {
 		text, err := identity.ReadlinkAt(fd, "")
 		if err != nil {
@@ -251,35 +312,25 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return nil, toErrno(err)
 		}
 		m.policy().ObserveLink(p, text)
-		pres := m.presentLink(dir, text)
-		if m.shown(dir, pres) {
-			st.Size = int64(len(pres.text)) // lstat(2) shows the text's length
-			return n.addChild(ctx, fd, &st, "", p, out), 0
-		}
-		unix.Close(fd)
-		return n.serveInPlace(ctx, p, pres, out)
+		// lstat(2) shows the presented text's length.
+		shown, _ := m.present(filepath.Dir(p), text)
+		st.Size = int64(len(shown))
 	}
-	if !inside {
-		// Below a node served in place: the walk may reach a none root.
-		if d := m.policy().Decide(policy.OpRead, p); !d.Allow {
-			unix.Close(fd)
-			return nil, m.deny(ctx, "lookup", p, d)
-		}
-	}
-	return n.addChild(ctx, fd, &st, "", p, out), 0
+	return n.addChild(ctx, fd, &st, p, out), 0
 }
 
 // revalidate answers a repeated lookup of a name whose node the tree already
 // has with one fstatat(2): when the name still holds the same inode, the
 // node's descriptor (which pins that inode, so its number cannot have been
-// reused) stays valid. Symlinks and nodes served in place take the full path.
+// reused) stays valid. Symlinks take the full path (their presented text,
+// hence size, depends on the host).
 func (n *node) revalidate(name string, out *fuse.EntryOut) *fs.Inode {
 	ch := n.GetChild(name)
 	if ch == nil {
 		return nil
 	}
 	cn, ok := ch.Operations().(*node)
-	if !ok || cn.anchor != "" || cn.outside || ch.StableAttr().Mode == syscall.S_IFLNK {
+	if !ok || cn.linkText != "" || ch.StableAttr().Mode == syscall.S_IFLNK {
 		return nil
 	}
 	var ust unix.Stat_t
@@ -306,15 +357,12 @@ func (n *node) shortenTTL(out *fuse.EntryOut) {
 	}
 }
 
-func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, anchor, p string, out *fuse.EntryOut) *fs.Inode {
+func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, p string, out *fuse.EntryOut) *fs.Inode {
 	out.Attr.FromStat(st)
 	sa := n.m.stable(st)
-	if anchor != "" {
-		sa.Ino = inPlaceIno(anchor)
-	}
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	return n.NewInode(ctx, n.m.newNode(fd, anchor, p), sa)
+	return n.NewInode(ctx, n.m.newNode(fd, p), sa)
 }
 
 // ensureWatched places the directory's inotify watch the first time the
@@ -332,35 +380,12 @@ func (n *node) ensureWatched() {
 	})
 }
 
-// serveInPlace answers a lookup of the symlink at p with the object it
-// reaches (DESIGN.md, "Symlinks"): the kernel is never handed a link whose
-// text leaves the mount.
-func (n *node) serveInPlace(ctx context.Context, p string, pres linkPresentation, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	m := n.m
-	if d := m.refusal(pres); !d.Allow {
-		return nil, m.deny(ctx, "lookup", p, d)
-	}
-	fd, err := openCanonical(pres.key)
-	if err != nil {
-		if err == syscall.ENOENT || err == syscall.ENOTDIR {
-			return nil, m.deny(ctx, "lookup", p, denyDangling)
-		}
-		return nil, toErrno(err)
-	}
-	if d := m.policy().Decide(policy.OpRead, pres.key); !d.Allow {
-		unix.Close(fd)
-		return nil, m.deny(ctx, "lookup", pres.key, d)
-	}
-	var st syscall.Stat_t
-	if err := fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, toErrno(err)
-	}
-	return n.addChild(ctx, fd, &st, pres.key, pres.key, out), 0
-}
-
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.m.stats.op(opGetattr)
+	if n.linkText != "" {
+		n.m.host.linkAttr(n, &out.Attr)
+		return 0
+	}
 	fd := n.fd
 	if h, ok := f.(*fileHandle); ok {
 		fd = h.fd
@@ -371,9 +396,8 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && n.m.symlinks == SymlinksContain {
 		if text, err := identity.ReadlinkAt(n.fd, ""); err == nil {
-			if pres := n.m.presentLink(filepath.Dir(n.where()), text); pres.kind == linkShow {
-				st.Size = int64(len(pres.text))
-			}
+			shown, _ := n.m.present(filepath.Dir(n.where()), text)
+			st.Size = int64(len(shown))
 		}
 	}
 	out.FromStat(&st)
@@ -394,7 +418,7 @@ func (n *node) fileID() identity.FileID {
 // object (a hard link to a protected file is protected by identity).
 func (n *node) check(ctx context.Context, op policy.Op, name string) syscall.Errno {
 	p := n.where()
-	d := n.m.policy().DecideAt(op, p, policy.Object{Self: n.fileID()})
+	d := n.m.decide(op, p, policy.Object{Self: n.fileID()})
 	if d.Allow {
 		return 0
 	}
@@ -405,7 +429,7 @@ func (n *node) check(ctx context.Context, op policy.Op, name string) syscall.Err
 func (n *node) checkChild(ctx context.Context, op policy.Op, opName, name string) (string, syscall.Errno) {
 	n.ensureWatched()
 	p := join(n.where(), name)
-	d := n.m.policy().DecideAt(op, p, policy.Object{Dir: n.fileID(), Name: name})
+	d := n.m.decide(op, p, policy.Object{Dir: n.fileID(), Name: name})
 	if d.Allow {
 		switch op {
 		case policy.OpCreate, policy.OpMkdir, policy.OpMknod, policy.OpSymlink:
@@ -548,7 +572,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if n.watched {
 		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
-	return &dirHandle{ds: ds, hideLinks: n.m.symlinks != SymlinksFollow}, fuseFlags, 0
+	return n.newDirHandle(ds), fuseFlags, 0
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
@@ -637,19 +661,14 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	m := n.m
 	m.stats.op(opReadlink)
+	if n.linkText != "" {
+		return []byte(n.linkText), 0
+	}
 	text, err := identity.ReadlinkAt(n.fd, "")
 	if err != nil {
 		return nil, toErrno(err)
 	}
 	m.policy().ObserveLink(n.where(), text) // the kernel is about to follow it
-	if m.symlinks == SymlinksFollow {
-		return []byte(text), 0
-	}
-	pres := m.presentLink(filepath.Dir(n.where()), text)
-	if pres.kind != linkShow {
-		// The link changed on the host since lookup; refuse rather than
-		// hand the kernel a text that leaves the mount.
-		return nil, syscall.EACCES
-	}
-	return []byte(pres.text), 0
+	shown, _ := m.present(filepath.Dir(n.where()), text)
+	return []byte(shown), 0
 }

@@ -19,15 +19,10 @@ var posixKernelSkips = map[string]string{}
 // loopback shows them. The contain-mode behaviour they touch is asserted in
 // acceptance_policy_test.go instead.
 var posixFollowMode = map[string]string{
-	// symlink("/foobar") is a dangling link leaving the root: contain
-	// refuses to create it with EACCES (TestPolicyEscapingSymlinks).
-	"SymlinkReadlink": "creates the dangling escaping link /foobar, refused with EACCES in contain mode",
-	// The test flags an open that returns /etc/passwd's content with the
-	// FUSE device number as "go-fuse opened /etc/passwd". In contain mode an
-	// existing escaping link is served in place, read-only, through FUSE:
-	// that is the documented presentation, not an escape (writes give EROFS,
-	// TestPolicyEscapingSymlinks; host-side races, TestRaceSwapDirForSymlink).
-	"OpenSymlinkRace": "treats an escaping link served in place (contain mode's documented presentation) as an attack",
+	// readlink of the dangling escaping link /foobar gives, in contain
+	// mode, the host view's path of /foobar (TestPresentLinkAgreesWithMount,
+	// TestPolicyEscapingSymlinks assert that text).
+	"SymlinkReadlink": "reads back /foobar; contain mode shows the host view's path of /foobar",
 }
 
 // TestPosix runs every entry of go-fuse's posixtest.All against a fresh wsfs

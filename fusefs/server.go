@@ -75,28 +75,55 @@ func Mount(cfg Config) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	hostView := ""
+	if cfg.HostView != "" {
+		if !filepath.IsAbs(cfg.HostView) {
+			unix.Close(rootFd)
+			return nil, fmt.Errorf("host view %q: must be absolute", cfg.HostView)
+		}
+		hostView = filepath.Clean(cfg.HostView)
+	}
 	m := &mount{
-		linkRules: linkRules{root: root, mountpoint: filepath.Clean(cfg.Mountpoint), mountCanon: mpCanon, symlinks: mode},
+		linkRules: linkRules{root: root, mountpoint: filepath.Clean(cfg.Mountpoint), mountCanon: mpCanon, hostView: hostView, symlinks: mode},
 		dev:       st.Dev,
 		log:       logger,
 		session:   cfg.Session,
 	}
 	m.pol.Store(cfg.Policy)
-	rootNode := m.newNode(rootFd, "", root)
+	return m.serve(rootFd, &st, serveOpts{
+		mountpoint: cfg.Mountpoint, fsName: root, allowOther: cfg.AllowOther, debug: cfg.Debug,
+		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
+	})
+}
 
-	if !cfg.NoWatch {
+// serveOpts are the mount options a session mount and a host view share.
+type serveOpts struct {
+	mountpoint, fsName string
+	allowOther, debug  bool
+	noWatch            bool
+	entry, attr, neg   time.Duration
+}
+
+// serve mounts the node tree rooted at rootFd (stat st) at o.mountpoint and
+// starts the watcher. Every mount is made with default_permissions: the
+// kernel checks modes with the caller's credentials, whatever the server's.
+// On error it closes rootFd and leaves nothing mounted.
+func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, error) {
+	var err error
+	rootNode := m.newNode(rootFd, m.root)
+	if !o.noWatch {
 		if m.watch, err = newWatcher(); err != nil {
-			logger.Warn("host changes not watched; short cache timeouts", "session", cfg.Session, "err", err)
+			m.log.Warn("host changes not watched; short cache timeouts", "session", m.session, "err", err)
 		}
 	}
 	defEntry, defNeg := DefaultTimeout, time.Duration(0)
 	if m.watch != nil {
 		defEntry, defNeg = DefaultWatchedTimeout, DefaultWatchedTimeout
 	}
-	entry := timeout(cfg.EntryTimeout, defEntry)
-	attr := timeout(cfg.AttrTimeout, defEntry)
-	neg := timeout(cfg.NegativeTimeout, defNeg)
-	rootAttr := m.stable(&st)
+	entry := timeout(o.entry, defEntry)
+	attr := timeout(o.attr, defEntry)
+	neg := timeout(o.neg, defNeg)
+	rootAttr := m.stable(st)
 	opts := &fs.Options{
 		EntryTimeout:    &entry,
 		AttrTimeout:     &attr,
@@ -106,18 +133,16 @@ func Mount(cfg Config) (*Server, error) {
 		// mode-0000 file as 0644.
 		NullPermissions: true,
 		MountOptions: fuse.MountOptions{
-			FsName:               root,
+			FsName:               o.fsName,
 			Name:                 "wsfs",
 			DirectMount:          os.Geteuid() == 0,
-			AllowOther:           cfg.AllowOther,
+			AllowOther:           o.allowOther,
 			EnableLocks:          true,
 			EnableSymlinkCaching: true,
-			Debug:                cfg.Debug,
+			Debug:                o.debug,
 			MaxWrite:             1 << 20,
+			Options:              []string{"default_permissions"},
 		},
-	}
-	if cfg.AllowOther {
-		opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
 	}
 	if os.Geteuid() != 0 {
 		// Registering a backing file needs CAP_SYS_ADMIN (fuse_backing_open):
@@ -128,13 +153,13 @@ func Mount(cfg Config) (*Server, error) {
 	// here (EROFS), so every denial is logged and counted and a read-only
 	// session can be widened live (DESIGN.md, "Policy", Live).
 	rootNode.ensureWatched()
-	srv, err := fs.Mount(cfg.Mountpoint, rootNode, opts)
+	srv, err := fs.Mount(o.mountpoint, rootNode, opts)
 	if err != nil {
 		if m.watch != nil {
 			m.watch.close()
 		}
 		rootNode.desc.close()
-		return nil, fmt.Errorf("mount %q: %w", cfg.Mountpoint, err)
+		return nil, fmt.Errorf("mount %q: %w", o.mountpoint, err)
 	}
 	if m.watch != nil {
 		m.watch.root = rootNode
@@ -192,7 +217,16 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 	if !filepath.IsAbs(mountpoint) {
 		return "", "", fmt.Errorf("mountpoint %q: must be absolute", mountpoint)
 	}
-	if mpCanon, err = identity.Canonical(mountpoint); err != nil {
+	mpCanon, err = identity.Canonical(mountpoint)
+	if err == nil {
+		// statfs(2) reaches the server; lstat(2) of a dead mount's root
+		// may be answered from the attribute cache (default_permissions).
+		var sfs unix.Statfs_t
+		if serr := unix.Statfs(mpCanon, &sfs); serr == unix.ENOTCONN {
+			err = serr
+		}
+	}
+	if err != nil {
 		if errors.Is(err, syscall.ENOTCONN) {
 			return "", "", fmt.Errorf("mountpoint %q: a dead FUSE mount is there; unmount it first (wsfs unmount)", mountpoint)
 		}

@@ -2,152 +2,185 @@ package fusefs
 
 import (
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/identity"
-	"github.com/wsfs/wsfs/policy"
 )
 
-// linkRules are the symlink rules of one mount (DESIGN.md, "Symlinks"): the
-// mount applies them on lookup and readlink, and PresentLink gives them to
-// callers that must answer as the mount would without walking it.
+// linkRules are the symlink rules of one mount (DESIGN.md, "Links are
+// links"): a symlink is always shown as a symlink; in contain mode only its
+// text is rewritten, so that the kernel, walking it inside the mount, reaches
+// the physical object the host would reach, and never leaves the session's
+// mounts. The session mount and the host view apply the same rules (the
+// host view with root "/").
 type linkRules struct {
 	root       string // canonical physical root
 	mountpoint string // as given
 	mountCanon string // canonical mountpoint
-	symlinks   SymlinkMode
+	// hostView is the host view's mountpoint (clean, absolute), or "" when
+	// the mount has none: escaping links then keep their stored text.
+	hostView string
+	symlinks SymlinkMode
 }
 
-type linkKind uint8
-
-const (
-	// linkShow: the link stays a symlink, with text reaching the same
-	// physical object inside the mount.
-	linkShow linkKind = iota
-	// linkInPlace: the target is outside the root; serve it in place.
-	linkInPlace
-	// linkBroken: the target cannot be computed (ELOOP, ENOTDIR on the way).
-	linkBroken
-)
-
-type linkPresentation struct {
-	kind linkKind
-	key  string // target key (identity.TargetKey), physical
-	text string // for linkShow: the text to hand the kernel
-}
-
-// mapMountpoint maps a path under the mountpoint to the same path under the
-// root: tools inside the mount write absolute links from $PWD, and the
-// server must never walk its own mountpoint (it would call itself).
-func (r *linkRules) mapMountpoint(p string) string {
+// mapServed maps a path under a mount this server serves (the mountpoint,
+// the host view) to the physical path it shows: tools inside the mount write
+// absolute links from $PWD, and the server must never walk its own mounts
+// (it would call itself).
+func (r *linkRules) mapServed(p string) string {
 	for _, mp := range [2]string{r.mountpoint, r.mountCanon} {
-		if identity.Within(p, mp) {
-			return r.root + p[len(mp):]
+		if mp != "" && identity.Within(p, mp) {
+			return rebase(p, mp, r.root)
 		}
+	}
+	if r.hostView != "" && identity.Within(p, r.hostView) {
+		return rebase(p, r.hostView, "/")
 	}
 	return p
 }
 
-// presentLink decides how the symlink in physical directory dir with the given
-// text is shown (DESIGN.md, "Symlinks"). In-root targets keep their text when
-// it is relative without "..", and are otherwise rewritten relative to dir;
-// both walk, inside the mount, to the physical object the host would reach.
-func (r *linkRules) presentLink(dir, text string) linkPresentation {
-	plain := text != "" && !filepath.IsAbs(text) && !identity.HasDotDot(text)
-	t := r.mapMountpoint(text)
+// rebase replaces the prefix from of the clean absolute path p (identity.Within(p,
+// from)) with to.
+func rebase(p, from, to string) string {
+	rest := p[len(from):]
+	if from == "/" {
+		rest = p
+	}
+	switch {
+	case rest == "":
+		return to
+	case to == "/":
+		return rest
+	}
+	return to + rest
+}
+
+// plainText reports whether a link text is relative without a ".."
+// component: walked from the link's directory it goes only down, so inside
+// the mount it reaches what it reaches on the host (each link on the way is
+// itself presented so that it does).
+func plainText(text string) bool {
+	return text != "" && !filepath.IsAbs(text) && !identity.HasDotDot(text)
+}
+
+// present returns the text the mount shows for the symlink with the stored
+// text in the canonical physical directory dir (DESIGN.md, "Links are
+// links"), and the key of what it reaches ("" when the target cannot be
+// walked):
+//   - follow mode: the stored text;
+//   - a target inside the root: the stored text when it is relative without
+//     "..", else the path from dir to the key (the mount's tree is physical,
+//     so ".." there is the physical parent);
+//   - a target outside the root, existing or not: HostView + key (the key
+//     itself when the mount has no host view), unless it is a device,
+//     socket or fifo (kept as stored: /dev/null);
+//   - a target that cannot be walked (ELOOP, ENOTDIR): a plain text as
+//     stored, otherwise the same text walked from dir inside the host view,
+//     so following it gives the kernel's own errno.
+func (r *linkRules) present(dir, text string) (shown, key string) {
+	if r.symlinks == SymlinksFollow {
+		return text, ""
+	}
+	t := r.mapServed(text)
 	if !filepath.IsAbs(t) {
-		t = join(dir, t)
+		t = dir + "/" + t
 	}
 	key, err := identity.TargetKey(t)
 	if err != nil {
-		if plain {
-			// A loop or a file used as a directory inside the root: the
-			// kernel walking the text in the mount meets the same error.
-			return linkPresentation{kind: linkShow, text: text}
+		if plainText(text) || r.hostView == "" {
+			return text, ""
 		}
-		return linkPresentation{kind: linkBroken}
+		return r.hostView + t, ""
 	}
-	key = r.mapMountpoint(key)
-	if !identity.Within(key, r.root) {
-		return linkPresentation{kind: linkInPlace, key: key}
+	key = r.mapServed(key)
+	if identity.Within(key, r.root) {
+		if plainText(text) {
+			return text, key
+		}
+		rel, err := filepath.Rel(dir, key)
+		if err != nil {
+			return text, key
+		}
+		return rel, key
 	}
-	if plain {
-		return linkPresentation{kind: linkShow, key: key, text: text}
+	if special(key) {
+		return text, key
 	}
-	rel, err := filepath.Rel(dir, key)
-	if err != nil {
-		return linkPresentation{kind: linkBroken}
+	if r.hostView == "" {
+		// No host view: the physical path, which reaches on the host
+		// what the stored text reaches (a relative text would not: the
+		// mount's root is not the backing root).
+		return key, key
 	}
-	return linkPresentation{kind: linkShow, key: key, text: rel}
+	if key == "/" {
+		return r.hostView, key
+	}
+	return r.hostView + key, key
 }
 
-// shown reports whether a link in the physical directory dir, presented as
-// pres, stays a symlink in the mount; otherwise it is served in place of its
-// target (or refused).
-func (r *linkRules) shown(dir string, pres linkPresentation) bool {
-	return pres.kind == linkShow && r.symlinks == SymlinksContain && identity.Within(dir, r.root)
-}
-
-// refusal is the refusal of serving pres in place before its target is
-// opened: a target that cannot be walked, or one that holds the mountpoint
-// (the server's own calls below it would walk through its own mount, where
-// a rename deadlocks on the kernel's rename lock and every descriptor pins
-// the mount). Allow when neither applies.
-func (r *linkRules) refusal(pres linkPresentation) policy.Decision {
-	switch {
-	case pres.kind == linkBroken:
-		return policy.Decision{Errno: syscall.EACCES, Rule: "symlink:unresolvable"}
-	case identity.Within(r.mountCanon, pres.key) || identity.Within(r.mountpoint, pres.key):
-		return policy.Decision{Errno: syscall.EACCES, Rule: "symlink:contains-mountpoint"}
+// special reports whether the object at the canonical path key is a device,
+// socket or fifo: links to them keep their stored text.
+func special(key string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(key, &st) != nil {
+		return false
 	}
-	return policy.Decision{Allow: true}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR, unix.S_IFBLK, unix.S_IFSOCK, unix.S_IFIFO:
+		return true
+	}
+	return false
 }
 
-// denyDangling refuses a link whose target outside the root is missing: a
-// dangling escaping link plus O_CREAT is the classic way out.
-var denyDangling = policy.Decision{Errno: syscall.EACCES, Rule: "symlink:dangling"}
+// storedText is the text a symlink(2) through the mount stores: a text naming
+// a host-view path is stored with the physical path, so the disk never holds
+// host-view texts (they mean nothing once the session is gone).
+func (r *linkRules) storedText(text string) string {
+	if r.hostView != "" && filepath.IsAbs(text) && identity.Within(filepath.Clean(text), r.hostView) {
+		if rest := filepath.Clean(text)[len(r.hostView):]; rest != "" {
+			if strings.HasSuffix(text, "/") {
+				rest += "/"
+			}
+			return rest
+		}
+		return "/"
+	}
+	return text
+}
 
 // LinkView is how a mount presents one symlink.
 type LinkView struct {
-	// Text is non-empty when the mount shows the link as a symlink: the
-	// text the kernel is handed, which it walks from the link's directory
-	// inside the mount (relative; in follow mode the text as stored).
+	// Text is the text the mount hands the kernel for the link (a symlink
+	// is always shown as a symlink).
 	Text string
 	// Key is the physical key of what the link reaches (identity.TargetKey,
-	// a path under the mountpoint mapped to the root); empty in follow mode
-	// and when Errno is set. Without Text, the mount serves Key in place of
-	// the link.
+	// a path under the mountpoint or host view mapped back); empty in
+	// follow mode and when the target cannot be walked.
 	Key string
-	// Errno is non-zero when a lookup of the link fails in the mount:
-	// EACCES for a target that cannot be walked, holds the mountpoint, or
-	// is missing while not shown as a link.
+	// Errno is always 0: lstat of a link never fails in the mount, and
+	// following one that cannot be walked gives the kernel's own errno.
+	// Kept for callers that switch on it.
 	Errno syscall.Errno
 }
 
 // PresentLink returns how a mount in mode of the canonical root at the
-// canonical mountpoint shows the symlink with the given text in the
-// canonical physical directory dir: what Lookup and Readlink answer, for a
-// caller that must answer as the mount would without walking it (the session
-// daemon must never be a client of its own mounts). Policy refusals (a none
-// root) are not applied. It walks the host (identity.TargetKey, stat(2)),
-// never the mount.
-func PresentLink(root, mountpoint string, mode SymlinkMode, dir, text string) LinkView {
-	if mode == SymlinksFollow {
-		return LinkView{Text: text}
+// canonical mountpoint, with the host view at hostView ("" for none), shows
+// the symlink with the given text in the canonical physical directory dir:
+// what Readlink answers, for a caller that must answer as the mount would
+// without walking it (the session daemon must never be a client of its own
+// mounts). It walks the host (identity.TargetKey, lstat(2)), never the mount.
+func PresentLink(root, mountpoint, hostView string, mode SymlinkMode, dir, text string) LinkView {
+	r := linkRules{root: root, mountpoint: mountpoint, mountCanon: mountpoint, hostView: cleanOrEmpty(hostView), symlinks: mode}
+	shown, key := r.present(dir, text)
+	return LinkView{Text: shown, Key: key}
+}
+
+func cleanOrEmpty(p string) string {
+	if p == "" {
+		return ""
 	}
-	r := linkRules{root: root, mountpoint: mountpoint, mountCanon: mountpoint, symlinks: mode}
-	pres := r.presentLink(dir, text)
-	if r.shown(dir, pres) {
-		return LinkView{Text: pres.text, Key: pres.key}
-	}
-	if d := r.refusal(pres); !d.Allow {
-		return LinkView{Errno: d.Errno}
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(pres.key, &st); err != nil {
-		return LinkView{Errno: denyDangling.Errno}
-	}
-	return LinkView{Key: pres.key}
+	return filepath.Clean(p)
 }

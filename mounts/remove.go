@@ -111,8 +111,10 @@ func (m *Manager) clearDeadDefaultMount(id string) {
 	if e, ok := table[mp]; !ok || !strings.HasPrefix(e.FSType, "fuse") {
 		return
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(mp, &st); err != unix.ENOTCONN {
+	// statfs(2), not stat(2): with default_permissions the kernel answers
+	// stat of a dead mount's root from its attribute cache.
+	var st unix.Statfs_t
+	if err := unix.Statfs(mp, &st); err != unix.ENOTCONN {
 		m.log.Info("remove: default mountpoint holds a live mount; left alone", "session", id, "mountpoint", mp)
 		return
 	}

@@ -229,13 +229,15 @@ func checkAllowOther() check {
 // probeTimeout bounds how long doctor waits for one mount to answer.
 const probeTimeout = 2 * time.Second
 
-// probeMount stats mp in a child process (stat(1)) and returns ENOTCONN for
+// probeMount statfs's mp in a child process (stat -f) and returns ENOTCONN for
 // a dead mount, ETIMEDOUT for one that does not answer, else 0. A hung FUSE
 // mount leaves a stat(2) in uninterruptible sleep: in a child, only the
 // child is stuck, and doctor still reports and exits.
 func probeMount(mp string) unix.Errno {
 	var out bytes.Buffer
-	cmd := exec.Command("stat", "-c", "%i", "--", mp)
+	// stat -f (statfs(2)) always asks the server; stat(2) of a mount root
+	// may be answered from the kernel's attribute cache.
+	cmd := exec.Command("stat", "-f", "-c", "%i", "--", mp)
 	cmd.Dir = "/"
 	// stat(1) exits 1 for every failure; only its message (strerror) tells
 	// ENOTCONN apart, so it runs in the C locale.

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +30,7 @@ func init() {
 // mountFlags are the flags of `wsfs mount`.
 type mountFlags struct {
 	root, mountpoint, session, mode, symlinks, policyFile string
+	hostView                                              string
 	addRoots, protect                                     []string
 	allowOther, nonEmpty, debug, force                    bool
 	entryTimeout, attrTimeout                             time.Duration
@@ -39,6 +42,7 @@ type mountResult struct {
 	Mountpoint string `json:"mountpoint"`
 	Session    string `json:"session"`
 	Mode       string `json:"mode"`
+	HostView   string `json:"host_view"`
 }
 
 // newMountCmd returns the `wsfs mount` verb.
@@ -54,6 +58,13 @@ at the mountpoint and serve it in the foreground until SIGINT or SIGTERM, then
 unmount. Every write through the mount is checked against the session's policy:
 the --policy FILE as a base (JSON or YAML), with --root, --mode, --add-root and
 --protect overriding or adding to it.
+
+Links are links: a symlink whose target is outside the root is shown with a
+text into the host view, a second FUSE mount (--host-view, default the sibling
+<mountpoint>@host) that shows the host's "/" with the same policy, so that
+following the link is decided at the target's physical path. wsfs mount
+creates the host view directory when missing and removes it at the end; both
+mounts go up and down together.
 
 When the mount is busy at shutdown, the processes holding it are printed and
 the mount keeps being served; with --force it is detached lazily instead.
@@ -73,7 +84,8 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.StringVar(&f.mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
 	fl.StringArrayVar(&f.addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
 	fl.StringArrayVar(&f.protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults .git/hooks and .git/config (repeatable)")
-	fl.StringVar(&f.symlinks, "symlinks", "contain", "symlink mode: contain, follow, resolve")
+	fl.StringVar(&f.symlinks, "symlinks", "contain", "symlink mode: contain, follow")
+	fl.StringVar(&f.hostView, "host-view", "", "host view mountpoint, absolute (default: <mountpoint>@host)")
 	fl.StringVar(&f.policyFile, "policy", "", "policy FILE (JSON or YAML) used as the base")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users use the mount (allow_other,default_permissions)")
 	fl.BoolVar(&f.nonEmpty, "nonempty", false, "allow a non-empty mountpoint")
@@ -103,24 +115,112 @@ func runMount(ctx context.Context, cmd *cobra.Command, f *mountFlags) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	srv, err := fusefs.Mount(cfg)
+	hv, err := mountHostView(cfg, f.allowOther)
 	if err != nil {
 		return err
 	}
+	srv, err := fusefs.Mount(cfg)
+	if err != nil {
+		hv.stop()
+		return err
+	}
+	pair := &mountPair{srv: srv, hv: hv}
 
 	out := cmd.OutOrStdout()
 	if jsonOutput(cmd) {
-		writeJSON(out, mountResult{Root: srv.Root(), Mountpoint: srv.Mountpoint(), Session: cfg.Session, Mode: string(cfg.Policy.Mode())})
+		writeJSON(out, mountResult{Root: srv.Root(), Mountpoint: srv.Mountpoint(), Session: cfg.Session, Mode: string(cfg.Policy.Mode()), HostView: cfg.HostView})
 	} else {
-		fmt.Fprintf(out, "mounted %s at %s\n", srv.Root(), srv.Mountpoint())
+		fmt.Fprintf(out, "mounted %s at %s (host view %s)\n", srv.Root(), srv.Mountpoint(), cfg.HostView)
 	}
-	if err := serveUntilStopped(ctx, srv, f.force, sigs, cmd.ErrOrStderr()); err != nil {
+	if err := serveUntilStopped(ctx, pair, f.force, sigs, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
+	hv.stop()
 	if !jsonOutput(cmd) {
 		fmt.Fprintf(out, "unmounted %s\n", srv.Mountpoint())
 	}
 	return nil
+}
+
+// hostViewMount is the host view wsfs mount serves next to the session.
+type hostViewMount struct {
+	srv     *fusefs.Server
+	dir     string
+	created bool // the directory was made here, and is removed at the end
+	once    sync.Once
+}
+
+// mountHostView makes (when missing) and mounts the host view at
+// cfg.HostView for the session cfg describes. On error nothing is left.
+func mountHostView(cfg fusefs.Config, allowOther bool) (*hostViewMount, error) {
+	h := &hostViewMount{dir: cfg.HostView}
+	if err := os.Mkdir(cfg.HostView, 0o755); err == nil {
+		h.created = true
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, errUsage("--host-view %s: %s", cfg.HostView, identity.ErrnoText(err))
+	}
+	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
+		Mountpoint: cfg.HostView,
+		Policy:     cfg.Policy,
+		Links:      map[string]string{cfg.Root: cfg.Mountpoint, cfg.Mountpoint: cfg.Mountpoint},
+		AllowOther: allowOther,
+		Logger:     cfg.Logger,
+		Session:    cfg.Session,
+		Debug:      cfg.Debug,
+	})
+	if err != nil {
+		if h.created {
+			os.Remove(cfg.HostView)
+		}
+		return nil, asUsage(err)
+	}
+	h.srv = srv
+	return h, nil
+}
+
+// stop unmounts the host view (lazily: the session mount is gone, and a
+// process still inside it sees ENOTCONN afterwards) and removes the
+// directory made for it.
+func (h *hostViewMount) stop() {
+	h.once.Do(func() {
+		if err := h.srv.Unmount(false); err != nil {
+			_ = h.srv.Unmount(true)
+		}
+		if h.created {
+			os.Remove(h.dir)
+		}
+	})
+}
+
+// mountPair is the session mount and its host view, up and down together:
+// serveUntilStopped unmounts both, and when either goes away (unmounted
+// from outside) the other follows.
+type mountPair struct {
+	srv  *fusefs.Server
+	hv   *hostViewMount
+	once sync.Once
+}
+
+func (p *mountPair) Mountpoint() string { return p.srv.Mountpoint() }
+
+func (p *mountPair) Unmount(force bool) error {
+	if err := p.srv.Unmount(force); err != nil {
+		return err
+	}
+	p.hv.stop()
+	return nil
+}
+
+func (p *mountPair) Wait() {
+	p.once.Do(func() {
+		go func() {
+			p.hv.srv.Wait()
+			// The host view went away: the session's escaping links would
+			// lead nowhere; take the session down too.
+			_ = p.srv.Unmount(true)
+		}()
+	})
+	p.srv.Wait()
 }
 
 // mountServer is the part of *fusefs.Server that serveUntilStopped uses.
@@ -230,6 +330,18 @@ func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
 		return fusefs.Config{}, asUsage(err)
 	}
 
+	hostView := f.hostView
+	if hostView == "" {
+		hostView = mountpoint + "@host"
+	}
+	if !filepath.IsAbs(hostView) {
+		return fusefs.Config{}, errUsage("--host-view %q: must be absolute", hostView)
+	}
+	hostView = filepath.Clean(hostView)
+	if identity.Within(hostView, canonRoot) || identity.Within(hostView, mountpoint) || identity.Within(mountpoint, hostView) || identity.Within(canonRoot, hostView) {
+		return fusefs.Config{}, errUsage("--host-view %q: must be outside the root %q and the mountpoint %q", hostView, canonRoot, mountpoint)
+	}
+
 	symlinks, err := fusefs.ParseSymlinkMode(f.symlinks)
 	if err != nil {
 		return fusefs.Config{}, errUsage("--symlinks: %s", err)
@@ -245,6 +357,7 @@ func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
 		Mountpoint:   mountpoint,
 		Policy:       pol,
 		Symlinks:     symlinks,
+		HostView:     hostView,
 		AllowOther:   f.allowOther,
 		NonEmpty:     f.nonEmpty,
 		Debug:        f.debug,

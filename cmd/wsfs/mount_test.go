@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,13 +89,18 @@ func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 	go func() { m.done <- runContext(ctx, append([]string{"mount"}, args...), &m.stdout, &m.stderr) }()
 	t.Cleanup(func() {
 		cancel()
-		if mounted(t, mountpoint) {
-			_ = fusefs.Unmount(mountpoint, true)
-		}
 		select {
 		case <-m.done:
 		case <-time.After(10 * time.Second):
 			t.Errorf("wsfs mount did not return")
+		}
+		// The host view first: a leftover one would let the temp dir's
+		// RemoveAll walk the whole host.
+		for _, mp := range []string{mountpoint + "@host", mountpoint} {
+			if mounted(t, mp) {
+				t.Errorf("%s still mounted after wsfs mount returned", mp)
+				_ = fusefs.Unmount(mp, true)
+			}
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
@@ -125,6 +131,9 @@ func (m *mountRun) wait(t *testing.T) int {
 // policy file with no temp area (the test tree lives in the temp area, which
 // would otherwise be writable).
 func mountFixture(t *testing.T) (root, proj, mnt, policyFile string) {
+	// Not under /tmp: the host view hides /tmp (but the temp area, none
+	// here), and "outside" must be visible there.
+	t.Setenv("TMPDIR", "/var/tmp")
 	root = tree(t, "proj/src/main.go", "proj/.git/hooks/", "proj/link -> src", "proj/escape -> ../outside/notes", "outside/notes", "mnt/")
 	policyFile = filepath.Join(root, "policy.yaml")
 	require.NoError(t, os.WriteFile(policyFile, []byte("temp: []\n"), 0o644))
@@ -136,7 +145,7 @@ func TestMountServes(t *testing.T) {
 	_, proj, mnt, policyFile := mountFixture(t)
 
 	m := startMount(t, mnt, "--root", proj, "--mountpoint", mnt, "--policy", policyFile, "--session", "t1")
-	require.Equal(t, "mounted "+proj+" at "+mnt+"\n", m.stdout.String(), m.stderr.String())
+	require.Equal(t, "mounted "+proj+" at "+mnt+" (host view "+mnt+"@host)\n", m.stdout.String(), m.stderr.String())
 	require.True(t, mounted(t, mnt))
 
 	// A write that works lands in the backing tree.
@@ -162,8 +171,11 @@ func TestMountServes(t *testing.T) {
 
 	m.cancel()
 	assert.Equal(t, 0, m.wait(t), m.stderr.String())
-	assert.Equal(t, "mounted "+proj+" at "+mnt+"\nunmounted "+mnt+"\n", m.stdout.String())
+	assert.Equal(t, "mounted "+proj+" at "+mnt+" (host view "+mnt+"@host)\nunmounted "+mnt+"\n", m.stdout.String())
 	assert.False(t, mounted(t, mnt), "no mount left behind")
+	assert.False(t, mounted(t, mnt+"@host"), "no host view left behind")
+	_, err = os.Lstat(mnt + "@host")
+	assert.True(t, errors.Is(err, fs.ErrNotExist), "host view directory removed: %v", err)
 }
 
 func TestMountJSONAndReadOnly(t *testing.T) {
@@ -171,7 +183,7 @@ func TestMountJSONAndReadOnly(t *testing.T) {
 	_, proj, mnt, policyFile := mountFixture(t)
 
 	m := startMount(t, mnt, "--json", "--root", proj, "--mountpoint", mnt, "--policy", policyFile, "--mode", "read-only", "--session", "s2")
-	require.Equal(t, `{"root":"`+proj+`","mountpoint":"`+mnt+`","session":"s2","mode":"read-only"}`+"\n", m.stdout.String(), m.stderr.String())
+	require.Equal(t, `{"root":"`+proj+`","mountpoint":"`+mnt+`","session":"s2","mode":"read-only","host_view":"`+mnt+`@host"}`+"\n", m.stdout.String(), m.stderr.String())
 
 	err := os.WriteFile(mnt+"/src/new.txt", []byte("hi\n"), 0o644)
 	assert.True(t, errors.Is(err, syscall.EROFS), "write in read-only mode: %v", err)

@@ -44,10 +44,10 @@ func TestMountConfig(t *testing.T) {
 	t.Run("flags", func(t *testing.T) {
 		cfg, err := mountConfigOf(t, "--root", root+"/proj", "--mountpoint", root+"/mnt", "--session", "s-1.a_b",
 			"--mode", "read-only", "--add-root", "extra=rw", "--add-root", root+"/ro=ro", "--protect", "secrets",
-			"--symlinks", "resolve", "--allow-other", "--nonempty", "--debug", "--entry-timeout", "5s", "--attr-timeout", "2s")
+			"--symlinks", "follow", "--allow-other", "--nonempty", "--debug", "--entry-timeout", "5s", "--attr-timeout", "2s")
 		require.NoError(t, err)
 		assert.Equal(t, "s-1.a_b", cfg.Session)
-		assert.Equal(t, fusefs.SymlinksResolve, cfg.Symlinks)
+		assert.Equal(t, fusefs.SymlinksFollow, cfg.Symlinks)
 		assert.True(t, cfg.AllowOther)
 		assert.True(t, cfg.NonEmpty)
 		assert.True(t, cfg.Debug)
@@ -103,7 +103,7 @@ func TestMountBadInput(t *testing.T) {
 		{"add-root path missing", append(base, "--add-root", "nope=ro"), `--add-root nope: no such file or directory`},
 		{"bad session", append(base, "--session", "a/b"), `--session: session id "a/b": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
 		{"session dot-dot", append(base, "--session", ".."), `--session: session id "..": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
-		{"bad symlinks", append(base, "--symlinks", "maybe"), `--symlinks: symlink mode "maybe": must be one of contain, follow, resolve`},
+		{"bad symlinks", append(base, "--symlinks", "maybe"), `--symlinks: symlink mode "maybe": must be one of contain, follow`},
 		{"absolute protect", append(base, "--protect", "/etc"), `--protect "/etc": must be a non-empty path relative to each root`},
 		{"negative timeout", append(base, "--entry-timeout", "-1s"), `--entry-timeout -1s: must not be negative`},
 		{"argument", append(base, "extra"), `mount: unexpected argument "extra"`},

@@ -1,0 +1,340 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// HostViewConfig is what MountHostView needs (DESIGN.md, "Host view").
+type HostViewConfig struct {
+	// Mountpoint is an existing, empty directory, absolute, outside every
+	// session mount.
+	Mountpoint string
+	// Policy decides every operation at the physical path; required. It is
+	// normally the session's, replaced together with it (SetPolicy).
+	Policy *policy.Policy
+	// Hidden are absolute physical paths treated as a none root (EACCES),
+	// on top of DefaultHidden: the daemon's state, socket and mount base
+	// directories, other sessions' roots, temp areas and mountpoints.
+	Hidden []string
+	// Links maps a canonical physical path to the absolute link text shown
+	// there instead of the object: the session root and the session
+	// mountpoint map to the session mountpoint, so one object has one path.
+	// The ancestors of a key stay reachable even inside a hidden place.
+	Links map[string]string
+	// AllowOther mounts with allow_other.
+	AllowOther bool
+	// Logger receives denials and errors; nil means slog.Default().
+	Logger *slog.Logger
+	// Session labels log lines and metrics; may be empty.
+	Session string
+	// NoWatch, Debug and the timeouts are as in Config.
+	NoWatch                                    bool
+	Debug                                      bool
+	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
+}
+
+// DefaultHidden are the places every host view hides (treats as a none
+// root): kernel interfaces and runtime state. /tmp is hidden except the
+// session's temp areas (policy.Spec.Temp) and explicit roots below it.
+var DefaultHidden = []string{"/proc", "/sys", "/dev", "/run", "/tmp", "/var/run"}
+
+// refusedFSTypes are mount types a host view never descends into (checked
+// per component): kernel interfaces whose files are magic links or hang, and
+// any FUSE mount (one of them may be served by this very process).
+var refusedFSTypes = map[string]bool{
+	"proc": true, "sysfs": true, "devtmpfs": true, "devpts": true, "cgroup": true, "cgroup2": true,
+	"debugfs": true, "tracefs": true, "securityfs": true, "bpf": true, "configfs": true,
+	"efivarfs": true, "fusectl": true, "mqueue": true, "nsfs": true, "pidfs": true, "autofs": true,
+	"binfmt_misc": true, "pstore": true, "hugetlbfs": true, "rpc_pipefs": true, "selinuxfs": true,
+	"fuse": true, "fuseblk": true,
+}
+
+func refusedFSType(t string) bool {
+	return refusedFSTypes[t] || strings.HasPrefix(t, "fuse.")
+}
+
+// hostView is the host view's part of a mount.
+type hostView struct {
+	hidden  []string // always hidden (HostViewConfig.Hidden)
+	defHide []string // hidden unless visible (DefaultHidden)
+	links   map[string]string
+	linkIno map[string]uint64
+	created time.Time
+	uid     uint32
+	gid     uint32
+
+	// visible caches, per policy, the places inside hidden ones that stay
+	// visible: the temp areas and explicit roots that are not none, and
+	// the link keys.
+	vis atomic.Pointer[visibleSet]
+}
+
+type visibleSet struct {
+	pol   *policy.Policy
+	paths []string
+}
+
+var (
+	denyHidden      = policy.Decision{Errno: syscall.EACCES, Rule: "hostview:hidden"}
+	denyMountType   = policy.Decision{Errno: syscall.EACCES, Rule: "hostview:mount-type"}
+	denySessionLink = policy.Decision{Errno: syscall.EACCES, Rule: "hostview:session-link"}
+)
+
+// denial carries a policy decision out of a helper that returns an error.
+type denial struct{ d policy.Decision }
+
+func (e *denial) Error() string { return e.d.Rule }
+
+func (h *hostView) visible(pol *policy.Policy) []string {
+	if v := h.vis.Load(); v != nil && v.pol == pol {
+		return v.paths
+	}
+	spec := pol.Spec()
+	paths := append([]string{spec.Primary}, spec.Temp...)
+	for _, r := range spec.Additional {
+		if r.Access != policy.AccessNone {
+			paths = append(paths, r.Path)
+		}
+	}
+	for k := range h.links {
+		paths = append(paths, k)
+	}
+	sort.Strings(paths)
+	h.vis.Store(&visibleSet{pol: pol, paths: paths})
+	return paths
+}
+
+// hiddenAt reports whether p is hidden, and if so whether it is a passage:
+// a strict ancestor of a visible place, reachable for lookups only.
+func (h *hostView) hiddenAt(pol *policy.Policy, p string) (hidden, passage bool) {
+	vis := h.visible(pol)
+	for _, x := range h.hidden {
+		if identity.Within(p, x) {
+			hidden = true
+			break
+		}
+	}
+	if !hidden {
+		for _, x := range h.defHide {
+			if identity.Within(p, x) {
+				hidden = true
+				for _, v := range vis {
+					if identity.Within(p, v) {
+						hidden = false
+						break
+					}
+				}
+				break
+			}
+		}
+	}
+	if !hidden {
+		return false, false
+	}
+	for _, v := range vis {
+		if v != p && identity.Within(v, p) {
+			return true, true
+		}
+	}
+	return true, false
+}
+
+// gate applies the host view's own rules to op at the physical path p: a
+// session link cannot be changed, a hidden place is a none root. ok means
+// the policy decides.
+func (h *hostView) gate(pol *policy.Policy, op policy.Op, p string) (policy.Decision, bool) {
+	if _, ok := h.links[p]; ok && op != policy.OpRead {
+		return denySessionLink, false
+	}
+	if hidden, passage := h.hiddenAt(pol, p); hidden && (!passage || op != policy.OpRead) {
+		return denyHidden, false
+	}
+	return policy.Decision{}, true
+}
+
+// listFilter returns, for a directory that is a passage, the filter that
+// lists only the names leading to a visible place; nil otherwise.
+func (h *hostView) listFilter(pol *policy.Policy, dir string) func(string) bool {
+	if hidden, _ := h.hiddenAt(pol, dir); !hidden {
+		return nil
+	}
+	vis := h.visible(pol)
+	return func(name string) bool {
+		p := join(dir, name)
+		for _, v := range vis {
+			if identity.Within(v, p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// openChild opens name in the directory dirfd (physical path p) as O_PATH
+// without following it and fstats it, refusing to enter a mount of a
+// refused type: the crossing is detected with RESOLVE_NO_XDEV, the type read
+// from mountinfo.
+func (h *hostView) openChild(dirfd int, name, p string) (int, syscall.Stat_t, error) {
+	fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_XDEV | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == unix.EXDEV {
+		table, terr := MountTable()
+		if terr != nil {
+			return -1, syscall.Stat_t{}, &denial{denyMountType}
+		}
+		e, ok := table[p]
+		if !ok || refusedFSType(e.FSType) {
+			return -1, syscall.Stat_t{}, &denial{denyMountType}
+		}
+		return openPathStat(dirfd, name)
+	}
+	var st syscall.Stat_t
+	if err != nil {
+		return -1, st, err
+	}
+	if err := fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, err
+	}
+	return fd, st, nil
+}
+
+// linkAttr fills the attributes of a session link.
+func (h *hostView) linkAttr(n *node, a *fuse.Attr) {
+	*a = fuse.Attr{
+		Ino:   n.StableAttr().Ino,
+		Size:  uint64(len(n.linkText)),
+		Mode:  syscall.S_IFLNK | 0o777,
+		Nlink: 1,
+		Owner: fuse.Owner{Uid: h.uid, Gid: h.gid},
+	}
+	a.SetTimes(&h.created, &h.created, &h.created)
+}
+
+// addLinkNode returns the node of the session link at p.
+func (n *node) addLinkNode(ctx context.Context, p, text string, out *fuse.EntryOut) *fs.Inode {
+	ch := n.m.newNode(-1, p)
+	ch.linkText = text
+	in := n.NewInode(ctx, ch, fs.StableAttr{Mode: syscall.S_IFLNK, Ino: n.m.host.linkIno[p]})
+	n.m.host.linkAttr(ch, &out.Attr)
+	out.Attr.Ino = n.m.host.linkIno[p]
+	return in
+}
+
+// MountHostView mounts the host view (DESIGN.md, "Host view"): the host's
+// "/" as this process sees it, walked physically and fd-relative with the
+// same node tree as a session mount, every operation decided by cfg.Policy
+// at the physical path. Hidden places (DefaultHidden, cfg.Hidden) answer
+// EACCES as a none root does; mounts of pseudo file systems and every FUSE
+// mount are never entered (EACCES); cfg.Links are shown as symlinks. Links
+// in the view are presented by the session rules with root "/", so their
+// texts stay inside the view. Inode numbers on the device of "/" are the
+// backing ones, others are allocated one-to-one.
+//
+// Errors are one line naming the input: a nil policy, a mountpoint that is
+// relative, missing, not a directory or not empty, a relative Hidden or
+// Links entry. On error nothing is left mounted.
+func MountHostView(cfg HostViewConfig) (*Server, error) {
+	if cfg.Policy == nil {
+		return nil, errors.New("host view policy: required")
+	}
+	if cfg.Mountpoint == "" {
+		return nil, errors.New("host view mountpoint: required")
+	}
+	if !filepath.IsAbs(cfg.Mountpoint) {
+		return nil, fmt.Errorf("host view mountpoint %q: must be absolute", cfg.Mountpoint)
+	}
+	mpCanon, err := checkEmptyDir(cfg.Mountpoint)
+	if err != nil {
+		return nil, err
+	}
+	h := &hostView{
+		links:   map[string]string{},
+		linkIno: map[string]uint64{},
+		created: time.Now(),
+		uid:     uint32(os.Getuid()),
+		gid:     uint32(os.Getgid()),
+	}
+	for _, x := range cfg.Hidden {
+		if !filepath.IsAbs(x) {
+			return nil, fmt.Errorf("host view hidden path %q: must be absolute", x)
+		}
+		h.hidden = append(h.hidden, filepath.Clean(x))
+	}
+	h.hidden = append(h.hidden, mpCanon)
+	h.defHide = append(h.defHide, DefaultHidden...)
+	i := uint64(0)
+	for k, v := range cfg.Links {
+		if !filepath.IsAbs(k) || !filepath.IsAbs(v) {
+			return nil, fmt.Errorf("host view link %q -> %q: both must be absolute", k, v)
+		}
+		i++
+		h.links[filepath.Clean(k)] = v
+		h.linkIno[filepath.Clean(k)] = 1<<62 | i
+	}
+	rootFd, err := openCanonical("/")
+	if err != nil {
+		return nil, fmt.Errorf("host view root: %w", err)
+	}
+	var st syscall.Stat_t
+	if err := fstat(rootFd, &st); err != nil {
+		unix.Close(rootFd)
+		return nil, fmt.Errorf("host view root: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	mp := filepath.Clean(cfg.Mountpoint)
+	m := &mount{
+		linkRules: linkRules{root: "/", mountpoint: mp, mountCanon: mpCanon, hostView: mp, symlinks: SymlinksContain},
+		dev:       st.Dev,
+		log:       logger,
+		session:   cfg.Session,
+		host:      h,
+	}
+	m.pol.Store(cfg.Policy)
+	return m.serve(rootFd, &st, serveOpts{
+		mountpoint: cfg.Mountpoint, fsName: "wsfs-host", allowOther: cfg.AllowOther, debug: cfg.Debug,
+		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
+	})
+}
+
+// checkEmptyDir returns the canonical path of an existing, empty directory.
+func checkEmptyDir(dir string) (string, error) {
+	c, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("host view mountpoint %q: %s", dir, describe(err))
+	}
+	f, err := os.Open(c)
+	if err != nil {
+		return "", fmt.Errorf("host view mountpoint %q: %s", dir, describe(err))
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("host view mountpoint %q: not a directory", dir)
+	}
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return "", fmt.Errorf("host view mountpoint %q: not empty", dir)
+	}
+	return c, nil
+}
