@@ -104,7 +104,9 @@ func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
-	for m.stdout.String() == "" && m.stderr.String() == "" {
+	// Until it says it mounted, or failed (a warning on stderr, such as a
+	// watcher that could not start, is neither).
+	for m.stdout.String() == "" && !strings.Contains(m.stderr.String(), "wsfs: ") {
 		if time.Now().After(deadline) {
 			t.Fatalf("wsfs mount printed nothing in 10s")
 		}
