@@ -207,15 +207,7 @@ func (h *hostView) openChild(dirfd int, name, p string) (int, syscall.Stat_t, er
 		}
 		return openPathStat(dirfd, name)
 	}
-	var st syscall.Stat_t
-	if err != nil {
-		return -1, st, err
-	}
-	if err := fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return -1, st, err
-	}
-	return fd, st, nil
+	return statOpened(fd, err)
 }
 
 // linkAttr fills the attributes of a session link.

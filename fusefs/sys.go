@@ -22,8 +22,13 @@ func openPath(dirfd int, name string) (int, error) {
 // openPathStat opens name in dirfd as openPath does and fstats it; the
 // descriptor is closed again when the fstat fails.
 func openPathStat(dirfd int, name string) (int, syscall.Stat_t, error) {
+	return statOpened(openPath(dirfd, name))
+}
+
+// statOpened fstats a descriptor just opened (fd, err from the open), and
+// closes it again when the fstat fails.
+func statOpened(fd int, err error) (int, syscall.Stat_t, error) {
 	var st syscall.Stat_t
-	fd, err := openPath(dirfd, name)
 	if err != nil {
 		return -1, st, err
 	}

@@ -1,0 +1,157 @@
+package fusefs_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// The host view shows the host's "/" with the session's policy: hidden
+// places and pseudo file systems answer EACCES, the session root and
+// mountpoint are links to the session mount, reads pass, writes are decided
+// at the physical path.
+func TestHostViewShape(t *testing.T) {
+	store := canonT(t, t.TempDir())
+	sec := canonT(t, t.TempDir())
+	writeFileT(t, filepath.Join(store, "s"), "s\n", 0o644)
+	writeFileT(t, filepath.Join(sec, "x"), "x\n", 0o644)
+	// A proc mount below a visible directory: never entered.
+	pseudo := canonT(t, t.TempDir())
+	if err := syscall.Mount("proc", pseudo, "proc", 0, ""); err != nil {
+		t.Fatalf("mount proc on %s: %v", pseudo, err)
+	}
+	t.Cleanup(func() { syscall.Unmount(pseudo, syscall.MNT_DETACH) })
+	// A tmpfs is an ordinary file system: entered.
+	tmpfs := canonT(t, t.TempDir())
+	if err := syscall.Mount("wsfs-test", tmpfs, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(tmpfs, syscall.MNT_DETACH) })
+	writeFileT(t, filepath.Join(tmpfs, "t"), "t\n", 0o644)
+
+	var temp string
+	backing, mnt, _ := mountT(t, withRoot(store, policy.AccessReadWrite), withRoot(sec, policy.AccessNone),
+		func(s *mountSetup) { temp = s.spec.Temp[0] })
+	hv := hostViewOf(mnt)
+	at := func(p string) string { return hv + p }
+
+	for _, p := range []string{"/proc/self", "/sys/kernel", "/dev/null", "/run", "/tmp", sec + "/x", pseudo + "/self", hv} {
+		_, err := os.Lstat(at(p))
+		wantErrno(t, "lstat host view "+p, err, syscall.EACCES)
+	}
+	for p, want := range map[string]string{store + "/s": "s\n", tmpfs + "/t": "t\n", "/etc/hostname": ""} {
+		b, err := os.ReadFile(at(p))
+		if err != nil || (want != "" && string(b) != want) {
+			t.Errorf("read host view %s = %q, %v; want %q", p, b, err, want)
+		}
+	}
+	for _, p := range []string{backing, mnt} {
+		if got, err := os.Readlink(at(p)); err != nil || got != mnt {
+			t.Errorf("readlink host view %s = %q, %v; want the session mount %q", p, got, err, mnt)
+		}
+		wantErrno(t, "rename the session link "+p, os.Rename(at(p), at(p)+"-moved"), syscall.EACCES)
+	}
+	// Writes: the rw root is written, the outside is EROFS, the temp area
+	// (inside hidden /tmp when it is there) is writable.
+	if err := os.WriteFile(at(store+"/new"), []byte("n\n"), 0o644); err != nil {
+		t.Errorf("write host view rw root: %v", err)
+	}
+	wantErrno(t, "write host view outside", os.WriteFile(at(filepath.Dir(store)+"/new"), nil, 0o644), syscall.EROFS)
+	if err := os.WriteFile(at(temp+"/new"), []byte("n\n"), 0o644); err != nil {
+		t.Errorf("write host view temp area: %v", err)
+	}
+	// Inode numbers: the backing number on the root's device, a number of
+	// its own on another device, stable.
+	hst, bst := lstatT(t, at(store+"/s")), lstatT(t, store+"/s")
+	if hst.Ino != bst.Ino {
+		t.Errorf("host view ino of %s: %d, want the backing %d", store+"/s", hst.Ino, bst.Ino)
+	}
+	t1, t2 := lstatT(t, at(tmpfs+"/t")), lstatT(t, at(tmpfs))
+	if t1.Ino == t2.Ino || t1.Ino != lstatT(t, at(tmpfs+"/t")).Ino {
+		t.Errorf("host view inos on the tmpfs: %d, %d; want distinct and stable", t1.Ino, t2.Ino)
+	}
+}
+
+// Inside a directory reached through an escaping link, git does not take the
+// project for its repository: the host view is another file system, and
+// git's upward search stops at it (GIT_DISCOVERY_ACROSS_FILESYSTEM unset).
+func TestHostViewGitStopsAtIt(t *testing.T) {
+	need(t, "git")
+	outside := canonT(t, t.TempDir())
+	mkdirT(t, filepath.Join(outside, "pkg"), 0o755)
+	_, mnt, _ := mountT(t, withPopulate(func(t *testing.T, b string) {
+		symlinkT(t, filepath.Join(outside, "pkg"), filepath.Join(b, "dep"))
+		shOK(t, b, "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init")
+	}))
+	if out := shOK(t, mnt, "git rev-parse --show-toplevel"); out != mnt+"\n" {
+		t.Errorf("git rev-parse in the mount: %q, want %q", out, mnt)
+	}
+	out, errOut, code := shEnv(t, mnt+"/dep", []string{"GIT_CEILING_DIRECTORIES="}, "git rev-parse --show-toplevel")
+	if code == 0 || !strings.Contains(errOut, "not a git repository") {
+		t.Errorf("git rev-parse in dep/: exit %d, out %q, err %q; want not a git repository", code, out, errOut)
+	}
+}
+
+// A hard-linked inode gets one decision per name: the name in the root is
+// the root's, the name outside (reached through an escaping link) the
+// outside's, whichever is looked up first.
+func TestHostViewHardLinkDecisions(t *testing.T) {
+	for _, order := range []string{"root-first", "outside-first"} {
+		t.Run(order, func(t *testing.T) {
+			outside := canonT(t, t.TempDir())
+			writeFileT(t, filepath.Join(outside, "f"), "f\n", 0o644)
+			_, mnt, _ := mountT(t, withPopulate(func(t *testing.T, b string) {
+				if err := os.Link(filepath.Join(outside, "f"), filepath.Join(b, "in")); err != nil {
+					t.Fatal(err)
+				}
+				symlinkT(t, outside, filepath.Join(b, "out"))
+			}))
+			names := []string{"in", "out/f"}
+			if order == "outside-first" {
+				names = []string{"out/f", "in"}
+			}
+			for _, n := range names {
+				lstatT(t, filepath.Join(mnt, n))
+			}
+			wantErrno(t, "write out/f", openErr(filepath.Join(mnt, "out/f"), syscall.O_WRONLY, 0)(), syscall.EROFS)
+			if err := os.WriteFile(filepath.Join(mnt, "in"), []byte("in\n"), 0o644); err != nil {
+				t.Errorf("write in (primary root): %v", err)
+			}
+			wantErrno(t, "write out/f after", openErr(filepath.Join(mnt, "out/f"), syscall.O_WRONLY, 0)(), syscall.EROFS)
+		})
+	}
+}
+
+// MountHostView refuses bad input with one line naming it.
+func TestHostViewBadInput(t *testing.T) {
+	pol := compileT(t, specFor(t, canonT(t, t.TempDir())))
+	dir := canonT(t, t.TempDir())
+	writeFileT(t, filepath.Join(dir, "f"), "", 0o644)
+	mkdirT(t, filepath.Join(dir, "full/x"), 0o755)
+	for _, c := range []struct {
+		cfg  fusefs.HostViewConfig
+		want string
+	}{
+		{fusefs.HostViewConfig{Mountpoint: dir}, "host view policy: required"},
+		{fusefs.HostViewConfig{Policy: pol}, "host view mountpoint: required"},
+		{fusefs.HostViewConfig{Policy: pol, Mountpoint: "rel"}, `host view mountpoint "rel": must be absolute`},
+		{fusefs.HostViewConfig{Policy: pol, Mountpoint: dir + "/nope"}, `host view mountpoint "` + dir + `/nope": does not exist`},
+		{fusefs.HostViewConfig{Policy: pol, Mountpoint: dir + "/f"}, `host view mountpoint "` + dir + `/f": not a directory`},
+		{fusefs.HostViewConfig{Policy: pol, Mountpoint: dir + "/full"}, `host view mountpoint "` + dir + `/full": not empty`},
+	} {
+		srv, err := fusefs.MountHostView(c.cfg)
+		if err == nil {
+			srv.Unmount(true)
+			t.Errorf("MountHostView(%+v) succeeded, want %q", c.cfg, c.want)
+			continue
+		}
+		if err.Error() != c.want {
+			t.Errorf("MountHostView(%+v) = %q, want %q", c.cfg, err.Error(), c.want)
+		}
+	}
+}
