@@ -17,6 +17,8 @@ need=()
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# python3 -m venv (TestLinksPythonVenv) needs Debian's python3-venv.
+{ command -v python3 >/dev/null 2>&1 && python3 -c 'import ensurepip' 2>/dev/null; } || need+=(python3-venv)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
 command -v truncate >/dev/null 2>&1 || need+=(coreutils)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap) # wsfs exec --confine's jail
