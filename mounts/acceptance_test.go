@@ -461,7 +461,7 @@ func TestBadInputLeavesNothing(t *testing.T) {
 		{"mountpoint in root", mounts.Spec{ID: "n", Root: root, Mountpoint: root + "/sub/mnt"}, mounts.CodeInvalid, `session "n": mountpoint "` + root + `/sub/mnt" is inside the root ` + root + ` (the mount would contain itself)`},
 		{"mountpoint in use", mounts.Spec{ID: "n", Root: root, Mountpoint: filepath.Join(d.mountBase, "taken")}, mounts.CodeExists, `session "n": mountpoint "` + filepath.Join(d.mountBase, "taken") + `" is in use by session "taken"`},
 		{"overlapping roots", mounts.Spec{ID: "n", Root: root, Policy: policy.Spec{Additional: []policy.Root{{Path: root + "/sub", Access: policy.AccessReadOnly}}}}, mounts.CodeInvalid, ""},
-		{"bad symlink mode", mounts.Spec{ID: "n", Root: root, Symlinks: "sideways"}, mounts.CodeInvalid, `session "n": symlink mode "sideways": must be one of contain, follow, resolve`},
+		{"bad symlink mode", mounts.Spec{ID: "n", Root: root, Symlinks: "sideways"}, mounts.CodeInvalid, `session "n": symlink mode "sideways": must be one of contain, follow`},
 		{"missing parent", mounts.Spec{ID: "n", Root: root, Parent: "nope"}, mounts.CodeInvalid, `session "n": parent "nope": no such session`},
 		{"cwd not a directory", mounts.Spec{ID: "n", Root: root, Cwd: "file"}, mounts.CodeInvalid, `session "n": start directory: "file": not a directory (` + filepath.Join(d.mountBase, "n") + `/file)`},
 	} {

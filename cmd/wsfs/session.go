@@ -169,7 +169,7 @@ to the mount root). Prints the session (see "session show").`,
 	fl.StringVar(&mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
 	fl.StringArrayVar(&addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
 	fl.StringArrayVar(&protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults (repeatable)")
-	fl.StringVar(&symlinks, "symlinks", "contain", "symlink mode: contain, follow, resolve")
+	fl.StringVar(&symlinks, "symlinks", "contain", "symlink mode: contain, follow")
 	fl.StringVar(&parent, "parent", "", "start in this session's current directory")
 	fl.StringVar(&cwd, "cwd", "", "start in this directory (relative to the mount root, or absolute)")
 	fl.StringVar(&policyFile, "policy", "", "policy file (JSON or YAML) as a base")
