@@ -4,8 +4,9 @@
 // it (so absolute paths into a root go through the mount's policy and the
 // backing store is never reached directly), only a few directories are
 // writable directly, hidden places are covered by empty read-only tmpfs
-// mounts, and the command gets its own PID namespace and /proc, no
-// capabilities and no_new_privs. Inside, before the command starts, a helper
+// mounts, every mount is made private after the set-up (no host mount
+// event reaches the jail), and the command gets its own PID namespace and
+// /proc, no capabilities (the bounding set emptied) and no_new_privs. Inside, before the command starts, a helper
 // stage (Init, in the same binary) applies Landlock as a second layer (one
 // ruleset) and a seccomp filter that refuses io_uring and socket(AF_UNIX).
 //
@@ -224,6 +225,13 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 		"--die-with-parent", "--new-session",
 		"--cap-drop", "ALL",
 	}
+	// As root, bwrap keeps two capabilities for the helper stage, which
+	// makes the jail's mounts private after the set-up and then drops
+	// every capability, the bounding set included.
+	private := os.Geteuid() == 0
+	if private {
+		a = append(a, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP")
+	}
 	// Hidden places first, so that a writable directory or a view inside
 	// one (the session's temp directory under the state directory) is
 	// bound on top; each tmpfs is made read-only last.
@@ -270,6 +278,7 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 		Writable:   append(viewPaths(s.Views), s.Writable...),
 		Cwd:        s.Cwd,
 		BestEffort: s.BestEffort,
+		Private:    private,
 	}
 	enc, err := cfg.encode()
 	if err != nil {

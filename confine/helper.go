@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -28,6 +30,9 @@ type helperConfig struct {
 	Cwd string `json:"cwd"`
 	// BestEffort: warn instead of failing when a layer is unavailable.
 	BestEffort bool `json:"best_effort,omitempty"`
+	// Private: bwrap kept CAP_SYS_ADMIN so that the helper makes every
+	// mount of the jail private (then drops every capability).
+	Private bool `json:"private,omitempty"`
 }
 
 func (c helperConfig) encode() (string, error) {
@@ -64,9 +69,23 @@ func runHelper(config string, args []string) int {
 		fmt.Fprintf(os.Stderr, "wsfs: confine: "+format+"\n", a...)
 		return ExitConfineFailed
 	}
+	// Capabilities are per thread: what is dropped below must be dropped
+	// on the thread that execs.
+	runtime.LockOSThread()
 	var cfg helperConfig
 	if err := json.Unmarshal([]byte(config), &cfg); err != nil {
 		return fail("helper configuration: %v", err)
+	}
+	// After bwrap's set-up, no mount event of the host reaches the jail (a
+	// session mounted later, say) and none leaves it: every mount private.
+	// bwrap kept CAP_SYS_ADMIN and CAP_SETPCAP for this step (as root).
+	if cfg.Private {
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fail("make the jail's mounts private: %v", err)
+		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return fail("drop capabilities: %v", err)
 	}
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(".", &sfs); err != nil || sfs.Type != FuseSuperMagic {
@@ -110,6 +129,33 @@ func runHelper(config string, args []string) int {
 	err = syscall.Exec(path, args, os.Environ())
 	fmt.Fprintf(os.Stderr, "wsfs: exec %s: %v\n", path, err)
 	return ExitNotFound
+}
+
+// dropCapabilities empties this thread's bounding set (PR_CAPBSET_DROP,
+// which needs CAP_SETPCAP: first) and its effective, permitted and
+// inheritable sets (capset(2)), and clears the ambient set, so that no
+// execve(2) from here regains one, even of a set-user-ID root binary or as
+// uid 0 (capabilities(7)).
+func dropCapabilities() error {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	for c := 0; c <= last; c++ {
+		// EPERM: no CAP_SETPCAP (bwrap already dropped every capability,
+		// not as root); no_new_privs then keeps execve from gaining any.
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL && err != unix.EPERM {
+			return fmt.Errorf("bounding set: capability %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
+		return fmt.Errorf("ambient set: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	return unix.Capset(&hdr, &data[0])
 }
 
 // LandlockABI returns the kernel's Landlock ABI version, 0 when Landlock is
@@ -179,6 +225,10 @@ func ExecLandlockOnly(s Spec) error {
 	path, err := lookPathIn(s.Args[0], s.Env)
 	if err != nil {
 		return err
+	}
+	runtime.LockOSThread() // capabilities are per thread: drop them on the one that execs
+	if err := dropCapabilities(); err != nil {
+		return fmt.Errorf("confine: drop capabilities: %w", err)
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("confine: no_new_privs: %w", err)
