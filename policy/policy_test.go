@@ -540,8 +540,8 @@ func TestCompileErrors(t *testing.T) {
 			assert.Nil(t, p)
 			assert.Contains(t, err.Error(), c.want)
 			assert.NotContains(t, err.Error(), "\n")
-		assert.NotContains(t, err.Error(), "policy.", "Go type names in %q", err)
-		assert.NotContains(t, err.Error(), "!!", "YAML tags in %q", err)
+			assert.NotContains(t, err.Error(), "policy.", "Go type names in %q", err)
+			assert.NotContains(t, err.Error(), "!!", "YAML tags in %q", err)
 			assert.True(t, strings.HasPrefix(err.Error(), "policy: "), err.Error())
 		})
 	}
