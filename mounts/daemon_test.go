@@ -150,7 +150,7 @@ func errnoName(e syscall.Errno) string {
 
 // daemon is a `wsfs serve` child process.
 type daemon struct {
-	t         *testing.T
+	t         testing.TB
 	dir       string // holds the socket, state and mount base
 	socket    string
 	stateDir  string
@@ -165,7 +165,7 @@ type daemon struct {
 
 // newDaemonDir returns a fresh directory for a daemon's socket, state and
 // mounts.
-func newDaemonDir(t *testing.T) string {
+func newDaemonDir(t testing.TB) string {
 	t.Helper()
 	if skipReason != "" {
 		t.Skip(skipReason)
@@ -176,14 +176,14 @@ func newDaemonDir(t *testing.T) string {
 // startDaemon starts `wsfs serve` on dir and returns once it logs that it
 // serves. Cleanup stops it with SIGTERM (which unmounts every session) and
 // clears any mount left under dir.
-func startDaemon(t *testing.T, dir string) *daemon {
+func startDaemon(t testing.TB, dir string) *daemon {
 	t.Helper()
 	return startDaemonAt(t, dir, filepath.Join(dir, "state"), filepath.Join(dir, "mnt"))
 }
 
 // startDaemonAt is startDaemon with the state directory and mount base
 // given (both under dir).
-func startDaemonAt(t *testing.T, dir, stateDir, mountBase string) *daemon {
+func startDaemonAt(t testing.TB, dir, stateDir, mountBase string) *daemon {
 	t.Helper()
 	d := &daemon{
 		t: t, dir: dir,
@@ -276,7 +276,7 @@ func (d *daemon) waitExit(t *testing.T) {
 }
 
 // fuseMountsUnder returns the FUSE mount points at or below dir.
-func fuseMountsUnder(t *testing.T, dir string) []string {
+func fuseMountsUnder(t testing.TB, dir string) []string {
 	t.Helper()
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -308,7 +308,7 @@ func fuseMountsUnder(t *testing.T, dir string) []string {
 
 // clearMounts lazily unmounts whatever a failed test left mounted under
 // dir, and reports it: a test that leaves a mount is a bug.
-func clearMounts(t *testing.T, dir string) {
+func clearMounts(t testing.TB, dir string) {
 	for _, mp := range fuseMountsUnder(t, dir) {
 		t.Errorf("mount left behind at %s; detaching", mp)
 		fusefs.Unmount(mp, true)
@@ -323,7 +323,7 @@ type result struct {
 
 // run runs wsfs with args (and the daemon's --socket after the verb path
 // when withSocket) and returns its output and exit code.
-func run(t *testing.T, cmd *exec.Cmd) result {
+func run(t testing.TB, cmd *exec.Cmd) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -339,7 +339,7 @@ func run(t *testing.T, cmd *exec.Cmd) result {
 }
 
 // wsfs runs the wsfs CLI against d's socket.
-func (d *daemon) wsfs(t *testing.T, args ...string) result {
+func (d *daemon) wsfs(t testing.TB, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(wsfsBin, args...)
 	cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket)
@@ -347,7 +347,7 @@ func (d *daemon) wsfs(t *testing.T, args ...string) result {
 }
 
 // exec runs `wsfs exec --session id [extra...] -- argv...`.
-func (d *daemon) exec(t *testing.T, id string, extra []string, argv ...string) result {
+func (d *daemon) exec(t testing.TB, id string, extra []string, argv ...string) result {
 	t.Helper()
 	args := append([]string{"exec", "--session", id}, extra...)
 	args = append(append(args, "--"), argv...)
@@ -379,7 +379,7 @@ func (d *daemon) rawRequest(t *testing.T, method, path string, body io.Reader) (
 // mkTree makes dir and files under base: names ending in "/" are
 // directories, "a -> b" is a symlink a with target b, others files whose
 // content is their own name.
-func mkTree(t *testing.T, base string, entries ...string) {
+func mkTree(t testing.TB, base string, entries ...string) {
 	t.Helper()
 	for _, e := range entries {
 		if name, target, ok := strings.Cut(e, " -> "); ok {
