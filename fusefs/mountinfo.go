@@ -23,10 +23,18 @@ func MountTable() (map[string]MountEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseMountinfo(string(data)), nil
+}
+
+// parseMountinfo is MountTable's parser of the text of a mountinfo file.
+// Fields are separated by single spaces: the kernel escapes only space, tab,
+// newline and backslash in paths (seq_file's mangle_path), so another white
+// space byte (\r, \v, a UTF-8 no-break space) is part of a path.
+func parseMountinfo(data string) map[string]MountEntry {
 	set := make(map[string]MountEntry)
-	for _, line := range strings.Split(string(data), "\n") {
+	for _, line := range strings.Split(data, "\n") {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-		fields := strings.Fields(line)
+		fields := strings.Split(line, " ")
 		if len(fields) < 5 {
 			continue
 		}
@@ -39,7 +47,7 @@ func MountTable() (map[string]MountEntry, error) {
 		}
 		set[unescapeMountinfo(fields[4])] = e
 	}
-	return set, nil
+	return set
 }
 
 // unescapeMountinfo decodes the \ooo octal escapes of a mountinfo field.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -48,8 +49,9 @@ func TestMain(m *testing.M) {
 			skipReason = "needs /dev/fuse: " + err.Error()
 		}
 	}
+	flag.Parse()
 	var dir string
-	if skipReason == "" {
+	if skipReason == "" && !fuzzing() {
 		var err error
 		dir, err = os.MkdirTemp("", "wsfs-mounts-test-")
 		if err == nil {
@@ -73,6 +75,18 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 	}
 	os.Exit(code)
+}
+
+// fuzzing reports whether this process fuzzes (go test -fuzz, a
+// coordinator or a worker): the fuzz targets need no wsfs binary, and each
+// worker would build it again.
+func fuzzing() bool {
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return true
+		}
+	}
+	return false
 }
 
 // runHelper runs a helper action in a child process (the confined process of
