@@ -505,6 +505,11 @@ func (a *API) serveMetrics(r *http.Request) (int, any, error) {
 	return http.StatusOK, metricsText(a.render()), nil
 }
 
+// Metrics returns the metrics exposition of GET /v1/metrics (Prometheus
+// text format 0.0.4), for a separate metrics listener (TCP or Unix) that
+// the operator chose to expose without the API's peer check.
+func (a *API) Metrics() string { return a.render() }
+
 // render produces the metrics exposition.
 func (a *API) render() string {
 	return a.metrics.render(a.m)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -42,6 +43,9 @@ func (u undoStack) run() {
 func (m *Manager) Create(ctx context.Context, spec Spec) (Session, error) {
 	if err := ValidID(spec.ID); err != nil {
 		return Session{}, err
+	}
+	if err := ValidLabels(spec.Labels); err != nil {
+		return Session{}, errorf(CodeInvalid, "session %q: %v", spec.ID, err)
 	}
 	c := &creation{m: m, spec: spec, id: spec.ID, s: &session{creating: true}}
 	if err := c.run(ctx); err != nil {
@@ -361,7 +365,7 @@ func (c *creation) mount(ctx context.Context) error {
 	c.rootID = rootID
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
-		Logger: m.log, Session: id,
+		Logger: m.labelled(c.spec.Labels), Session: id,
 	})
 	if err != nil {
 		return errorf(CodeInternal, "session %q: mount %s on %s: %v", id, root, key, err)
@@ -407,6 +411,7 @@ func (c *creation) publish(ctx context.Context) error {
 		Mountpoint: c.key, MadeMountpoint: !c.existed, Policy: c.pspec,
 		Symlinks: c.symlinks, Parent: c.spec.Parent, StartCwd: c.startRel,
 		TmpDir: c.tmpDir, AllowWrite: c.allowWrite, Created: time.Now().UTC().Truncate(time.Millisecond),
+		Labels: maps.Clone(c.spec.Labels),
 	}
 	if err := m.writeRecord(rec); err != nil {
 		return errorf(CodeInternal, "session %q: record: %v", id, err)

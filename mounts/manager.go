@@ -18,8 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -132,6 +134,19 @@ func (m *Manager) StateDir() string { return m.stateDir }
 // MountBase returns the canonical mount base.
 func (m *Manager) MountBase() string { return m.mountBase }
 
+// labelled returns the logger of a session's mount: the Manager's, with the
+// session's labels (sorted by key) on every line.
+func (m *Manager) labelled(labels map[string]string) *slog.Logger {
+	if len(labels) == 0 {
+		return m.log
+	}
+	args := make([]any, 0, 2*len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		args = append(args, k, labels[k])
+	}
+	return m.log.With(args...)
+}
+
 // snapshot returns the public view of s; s.mu must be held.
 func (s *session) snapshot() Session {
 	out := Session{
@@ -147,6 +162,7 @@ func (s *session) snapshot() Session {
 		AllowWrite: s.rec.AllowWrite,
 		Created:    s.rec.Created,
 		State:      StateMounted,
+		Labels:     maps.Clone(s.rec.Labels),
 	}
 	out.CwdPhysical = physicalOf(s.rec.Root, s.cwd)
 	if s.pol != nil {

@@ -203,7 +203,7 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	}
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
-		Symlinks: rec.Symlinks, Logger: m.log, Session: id,
+		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id,
 	})
 	if err != nil {
 		return fail("mount %s on %s: %v", rec.Root, rec.Mountpoint, err)

@@ -48,6 +48,8 @@ type record struct {
 	// AllowWrite are the jail's directly writable directories, canonical.
 	AllowWrite []string  `json:"allow_write,omitempty"`
 	Created    time.Time `json:"created"`
+	// Labels are Spec.Labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // pending is the intent file <state>/sessions/<id>.pending that Create writes

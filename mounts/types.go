@@ -4,9 +4,12 @@ package mounts
 // return, as the JSON API prints them.
 
 import (
+	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/policy"
@@ -61,6 +64,10 @@ type Spec struct {
 	// nor containing it (writes there are the mount's to decide), nor "/".
 	// Stored canonical.
 	AllowWrite []string `json:"allow_write,omitempty"`
+	// Labels are free-form key/value pairs kept in the record and added to
+	// every log line of the session's mount, denials included (the CSI
+	// plugin puts the pod's identity here). See ValidLabels for the rule.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Session is a snapshot of one session, as Get, List and Create return it
@@ -96,6 +103,8 @@ type Session struct {
 	// still works).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+	// Labels are the labels given at Create.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // The session states.
@@ -157,6 +166,30 @@ type Resolution struct {
 type SessionStats struct {
 	ID    string
 	Stats fusefs.Stats
+}
+
+// MaxLabels bounds the number of a session's labels.
+const MaxLabels = 32
+
+// ValidLabels returns nil when labels are acceptable: at most MaxLabels;
+// each key 1 to 128 bytes of printable ASCII without space, quote, backslash
+// or '='; each value at most 1024 bytes of UTF-8 without control characters
+// (labels go into log lines as they are).
+func ValidLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("labels: %d given, at most %d", len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		if len(k) == 0 || len(k) > 128 || strings.IndexFunc(k, func(r rune) bool {
+			return r <= ' ' || r > '~' || r == '"' || r == '\\' || r == '='
+		}) >= 0 {
+			return fmt.Errorf("label key %q: must be 1 to 128 printable ASCII characters without space, quote, backslash or '='", k)
+		}
+		if len(v) > 1024 || strings.IndexFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f || r == utf8.RuneError }) >= 0 {
+			return fmt.Errorf("label %q value %q: must be at most 1024 bytes without control characters", k, v)
+		}
+	}
+	return nil
 }
 
 // idPattern is the rule for session ids.
