@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/wsfs/wsfs/csi"
+	"github.com/wsfs/wsfs/mounts"
+)
+
+func init() { registerCommand(newCSICmd) }
+
+// csiFlags are the flags of `wsfs csi`.
+type csiFlags struct {
+	endpoint, nodeID, stateDir, mountBase, allowedRoots string
+	driverName, metricsAddr, logLevel                   string
+}
+
+// newCSICmd returns the `wsfs csi` verb.
+func newCSICmd() *cobra.Command {
+	var f csiFlags
+	cmd := &cobra.Command{
+		Use:   "csi --endpoint unix:///csi/csi.sock --node-id NODE --state-dir DIR --mount-base DIR --allowed-roots DIR[,DIR...]",
+		Short: "Run the Kubernetes CSI node plugin: one wsfs session per ephemeral inline volume",
+		Long: `Run the CSI Identity and Node services on a Unix socket (no Controller:
+volumes are ephemeral inline csi: volumes). NodePublishVolume creates a
+session from the volume's attributes (root, mode, addRoots, protect, symlinks,
+session; root and every additional root under --allowed-roots) and
+bind-mounts its mount at the pod's target path; NodeUnpublishVolume unmounts
+it and removes the session.
+
+On start the plugin mounts every session recorded in --state-dir again and
+binds each published volume at its target again (a dead bind left by a killed
+plugin is replaced), then answers Probe ready once FUSE works. The line
+"msg=serving" on stderr says the socket answers.
+
+SIGTERM or SIGINT: stop answering, unbind the targets and unmount the sessions
+(records stay; the next start serves them again), exit 0.
+
+--metrics-address HOST:PORT or unix:///PATH serves GET /metrics (the daemon's
+metrics and the CSI calls).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCSI(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint (unix:///PATH)")
+	fl.StringVar(&f.nodeID, "node-id", "", "node id reported to kubelet (the node name; required)")
+	fl.StringVar(&f.stateDir, "state-dir", "/var/lib/wsfs-csi", "directory of session records")
+	fl.StringVar(&f.mountBase, "mount-base", "/var/lib/wsfs-csi-mnt", "parent directory of the session mounts")
+	fl.StringVar(&f.allowedRoots, "allowed-roots", "", "comma-separated directories volumes may serve (required)")
+	fl.StringVar(&f.driverName, "driver-name", csi.DefaultDriverName, "CSI driver name")
+	fl.StringVar(&f.metricsAddr, "metrics-address", "", "serve /metrics on HOST:PORT or unix:///PATH (default: off)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
+
+// runCSI runs the plugin until SIGTERM or SIGINT.
+func runCSI(cmd *cobra.Command, f csiFlags) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return errUsage("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	if f.nodeID == "" {
+		return errUsage("--node-id: required (the Kubernetes node name)")
+	}
+	sock, err := csi.ParseEndpoint(f.endpoint)
+	if err != nil {
+		return errUsage("--endpoint: %v", err)
+	}
+	var roots []string
+	for _, r := range strings.Split(f.allowedRoots, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			roots = append(roots, r)
+		}
+	}
+	if len(roots) == 0 {
+		return errUsage("--allowed-roots: at least one directory is required")
+	}
+	var metricsNet, metricsAddr string
+	if f.metricsAddr != "" {
+		if metricsNet, metricsAddr, err = csi.ParseMetricsAddress(f.metricsAddr); err != nil {
+			return errUsage("--metrics-address: %v", err)
+		}
+	}
+	for _, p := range []*string{&f.stateDir, &f.mountBase} {
+		if *p, err = baseDir(*p); err != nil {
+			return err
+		}
+	}
+
+	syscall.Umask(0) // as serve: modes come from the kernel's requests
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	m, err := mounts.New(mounts.Config{StateDir: f.stateDir, MountBase: f.mountBase, Logger: logger})
+	if err != nil {
+		return serveInputErr(err)
+	}
+	p, err := csi.New(csi.Config{DriverName: f.driverName, Version: version, NodeID: f.nodeID, AllowedRoots: roots, Manager: m, Logger: logger})
+	if err != nil {
+		m.Close(context.Background())
+		return errUsage("%v", err)
+	}
+	l, err := mounts.Listen(sock)
+	if err != nil {
+		m.Close(context.Background())
+		return serveInputErr(err)
+	}
+	defer os.Remove(sock)
+	if metricsNet != "" {
+		var ml net.Listener
+		if metricsNet == "unix" {
+			ml, err = mounts.Listen(metricsAddr)
+			defer os.Remove(metricsAddr)
+		} else {
+			ml, err = net.Listen("tcp", metricsAddr)
+		}
+		if err != nil {
+			l.Close()
+			m.Close(context.Background())
+			return errUsage("--metrics-address %q: %v", f.metricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", p.MetricsHandler())
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ml)
+		defer hs.Close()
+		logger.Info("metrics", "address", ml.Addr().String())
+	}
+
+	reports := p.Start(cmd.Context())
+	restored := 0
+	for _, r := range reports {
+		if r.Restored {
+			restored++
+		}
+	}
+	gs := grpc.NewServer(grpc.UnaryInterceptor(p.Interceptor))
+	p.Register(gs)
+	done := make(chan error, 1)
+	go func() { done <- gs.Serve(l) }()
+	logger.Info("serving", "endpoint", sock, "driver", p.Name(), "node", f.nodeID, "state_dir", m.StateDir(), "mount_base", m.MountBase(), "volumes", len(reports), "restored", restored)
+
+	var serveErr error
+	select {
+	case sig := <-sigs:
+		logger.Info("stopping", "signal", sig.String())
+	case serveErr = <-done:
+	}
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		gs.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	closeErr := p.Close(ctx)
+	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
+		return fmt.Errorf("serve %s: %w", sock, serveErr)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("unmount sessions: %s", oneLine(closeErr.Error()))
+	}
+	logger.Info("stopped")
+	return nil
+}

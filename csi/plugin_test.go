@@ -1,0 +1,277 @@
+package csi_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+
+	wcsi "github.com/wsfs/wsfs/csi"
+)
+
+// mkProject makes a project under the allowed root: a file, a .git with
+// hooks (protected by default), and a link that escapes to the outside
+// directory (which holds secret.txt).
+func mkProject(t testing.TB, e *env, name string) string {
+	t.Helper()
+	root := filepath.Join(e.allowed, name)
+	for _, d := range []string{root, filepath.Join(root, ".git", "hooks")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.outside, "secret.txt"), []byte("s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.outside, filepath.Join(root, "escape")); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// A volume published at a target serves the project: a write lands in the
+// root, a protected path gives EACCES and a write through an escaping link
+// EROFS (logged with the pod's identity); unpublish leaves no mount, no
+// session record and no target directory.
+func TestPublishWriteDenyUnpublish(t *testing.T) {
+	e := newEnv(t)
+	root := mkProject(t, e, "proj")
+	p := e.start(t)
+	target := filepath.Join(e.pods, "uid-1", "mount")
+	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	vid := "csi-" + strings.Repeat("ab", 32) // kubelet's ephemeral id shape, 68 chars
+	if err := p.publish(vid, target, false, podAttrs(root, "agent-1")); err != nil {
+		t.Fatalf("publish: %v\n%s", err, p.logText())
+	}
+	sid := wcsi.SessionID(vid)
+
+	if got, err := os.ReadFile(filepath.Join(target, "a.txt")); err != nil || string(got) != "a\n" {
+		t.Fatalf("read through the target: %q, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "new.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatalf("write through the target: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "new.txt")); err != nil || string(got) != "hello\n" {
+		t.Fatalf("the write did not land in the root: %q, %v", got, err)
+	}
+	err := os.WriteFile(filepath.Join(target, ".git", "hooks", "pre-commit"), []byte("#!/bin/sh\n"), 0o755)
+	if errnoOf(err) != syscall.EACCES {
+		t.Fatalf("write to .git/hooks: %v, want EACCES", err)
+	}
+	err = os.WriteFile(filepath.Join(target, "escape", "secret.txt"), []byte("owned\n"), 0o644)
+	if errnoOf(err) != syscall.EROFS {
+		t.Fatalf("write through the escaping link: %v, want EROFS", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(e.outside, "secret.txt")); string(got) != "s\n" {
+		t.Fatalf("outside file changed: %q", got)
+	}
+
+	// The record carries the pod identity; the denial log lines name it.
+	data, err := os.ReadFile(filepath.Join(e.state, "sessions", sid+".json"))
+	if err != nil {
+		t.Fatalf("session record: %v", err)
+	}
+	var rec struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"csi.storage.k8s.io/pod.name": "agent-1", "csi.storage.k8s.io/pod.namespace": "agents",
+		"csi.storage.k8s.io/pod.uid": "uid-agent-1", "csi.storage.k8s.io/ephemeral": "true",
+		wcsi.LabelVolume: vid, wcsi.LabelTarget: target,
+	} {
+		if rec.Labels[k] != want {
+			t.Errorf("record label %s = %q, want %q", k, rec.Labels[k], want)
+		}
+	}
+	var denials []string
+	for _, line := range strings.Split(p.logText(), "\n") {
+		if strings.Contains(line, "msg=denied") {
+			denials = append(denials, line)
+		}
+	}
+	if len(denials) != 2 {
+		t.Fatalf("want 2 denial log lines, got %d:\n%s", len(denials), p.logText())
+	}
+	for _, line := range denials {
+		for _, want := range []string{"csi.storage.k8s.io/pod.name=agent-1", "csi.storage.k8s.io/pod.namespace=agents", "csi.storage.k8s.io/pod.uid=uid-agent-1", "session=" + sid} {
+			if !strings.Contains(line, want) {
+				t.Errorf("denial line lacks %s: %s", want, line)
+			}
+		}
+	}
+
+	// Published again with the same attributes: OK, nothing new.
+	if err := p.publish(vid, target, false, podAttrs(root, "agent-1")); err != nil {
+		t.Fatalf("publish again: %v", err)
+	}
+	wantCode(t, "publish at a second target", p.publish(vid, target+"2", false, podAttrs(root, "agent-1")), codes.FailedPrecondition)
+	wantCode(t, "publish read-only after read-write", p.publish(vid, target, true, podAttrs(root, "agent-1")), codes.AlreadyExists)
+	other := podAttrs(root, "agent-1")
+	other["mode"] = "read-only"
+	wantCode(t, "publish with other attributes", p.publish(vid, target, false, other), codes.AlreadyExists)
+	if _, err := os.Stat(target + "2"); !os.IsNotExist(err) {
+		t.Fatalf("refused second target was made: %v", err)
+	}
+
+	for i := range 2 { // idempotent
+		if err := p.unpublish(vid, target); err != nil {
+			t.Fatalf("unpublish #%d: %v\n%s", i+1, err, p.logText())
+		}
+	}
+	if left := mountsUnder(t, e.dir); len(left) != 0 {
+		t.Fatalf("mounts left after unpublish: %v", left)
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Fatalf("target left after unpublish: %v", err)
+	}
+	if got := entries(t, filepath.Join(e.state, "sessions")); len(got) != 0 {
+		t.Fatalf("session files left after unpublish: %v", got)
+	}
+	if got := entries(t, e.mnt); len(got) != 0 {
+		t.Fatalf("mountpoints left after unpublish: %v", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "new.txt")); string(got) != "hello\n" {
+		t.Fatalf("project data after unpublish: %q", got)
+	}
+}
+
+// A read-only publish serves a read-only bind: writes fail with EROFS from
+// the kernel, reads work.
+func TestPublishReadOnly(t *testing.T) {
+	e := newEnv(t)
+	root := mkProject(t, e, "proj")
+	p := e.start(t)
+	target := filepath.Join(e.pods, "mount-ro")
+	if err := p.publish("vol-ro", target, true, podAttrs(root, "ro")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(target, "a.txt")); err != nil || string(got) != "a\n" {
+		t.Fatalf("read: %q, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "n"), nil, 0o644); errnoOf(err) != syscall.EROFS {
+		t.Fatalf("write to a read-only publish: %v, want EROFS", err)
+	}
+	if err := p.unpublish("vol-ro", target); err != nil {
+		t.Fatal(err)
+	}
+	if left := mountsUnder(t, e.dir); len(left) != 0 {
+		t.Fatalf("mounts left: %v", left)
+	}
+}
+
+// Roots outside --allowed-roots are refused InvalidArgument, however they
+// are spelled (.. tricks, symlinks out, additional roots, full-access), and
+// a refusal leaves nothing: no target, no record, no mount, no mountpoint.
+func TestPublishRefusesOutsideAllowedRoots(t *testing.T) {
+	e := newEnv(t)
+	root := mkProject(t, e, "proj")
+	if err := os.Symlink(e.outside, filepath.Join(e.allowed, "link-out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(e.allowed, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := e.start(t)
+	target := filepath.Join(e.pods, "mount")
+	cases := map[string]map[string]string{
+		"outside":             {"root": e.outside},
+		"dotdot":              {"root": e.allowed + "/sub/../../outside"},
+		"symlink out":         {"root": e.allowed + "/link-out"},
+		"through symlink":     {"root": e.allowed + "/link-out/."},
+		"allowed parent":      {"root": e.dir},
+		"relative":            {"root": "allowed/proj"},
+		"missing root":        {"root": e.allowed + "/nope"},
+		"no root":             {},
+		"add root outside rw": {"root": root, "addRoots": e.outside + "=rw"},
+		"add root outside ro": {"root": root, "addRoots": e.outside + "=ro"},
+		"add root via link":   {"root": root, "addRoots": e.allowed + "/link-out=rw"},
+		"add root bad access": {"root": root, "addRoots": e.allowed + "/sub=write"},
+		"full-access":         {"root": root, "mode": "full-access"},
+		"unknown mode":        {"root": root, "mode": "rw"},
+		"unknown key":         {"root": root, "rooot": root},
+		"bad symlinks":        {"root": root, "symlinks": "chase"},
+		"bad session":         {"root": root, "session": "a/b"},
+		"state dir":           {"root": e.state},
+	}
+	for name, vc := range cases {
+		err := p.publish("vol-"+strings.ReplaceAll(name, " ", "-"), target, false, vc)
+		wantCode(t, name, err, codes.InvalidArgument)
+		if !strings.Contains(err.Error(), "volume attribute") {
+			t.Errorf("%s: the message does not name the attribute: %v", name, err)
+		}
+	}
+	// Bad requests.
+	ctx := context.Background()
+	for name, req := range map[string]*csi.NodePublishVolumeRequest{
+		"no volume id":  {TargetPath: target, VolumeCapability: volCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), VolumeContext: map[string]string{"root": root}},
+		"no target":     {VolumeId: "v", VolumeCapability: volCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), VolumeContext: map[string]string{"root": root}},
+		"no capability": {VolumeId: "v", TargetPath: target, VolumeContext: map[string]string{"root": root}},
+		"block": {VolumeId: "v", TargetPath: target, VolumeContext: map[string]string{"root": root}, VolumeCapability: &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}},
+		"target in allowed root": {VolumeId: "v", TargetPath: filepath.Join(root, "t"), VolumeCapability: volCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), VolumeContext: map[string]string{"root": root}},
+		"target in mount base":   {VolumeId: "v", TargetPath: filepath.Join(e.mnt, "t"), VolumeCapability: volCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), VolumeContext: map[string]string{"root": root}},
+	} {
+		_, err := p.node.NodePublishVolume(ctx, req)
+		wantCode(t, name, err, codes.InvalidArgument)
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Fatalf("a refused publish made the target: %v", err)
+	}
+	if got := entries(t, filepath.Join(e.state, "sessions")); len(got) != 0 {
+		t.Fatalf("a refused publish left session files: %v", got)
+	}
+	if got := entries(t, e.mnt); len(got) != 0 {
+		t.Fatalf("a refused publish left mountpoints: %v", got)
+	}
+	if left := mountsUnder(t, e.dir); len(left) != 0 {
+		t.Fatalf("a refused publish left mounts: %v", left)
+	}
+	if got := entries(t, root); slices.Contains(got, "t") {
+		t.Fatalf("a refused publish made a target in the project")
+	}
+}
+
+// Identity and node information.
+func TestIdentityAndNodeInfo(t *testing.T) {
+	e := newEnv(t)
+	p := e.start(t)
+	ctx := context.Background()
+	info, err := p.id.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
+	if err != nil || info.GetName() != wcsi.DefaultDriverName || info.GetVendorVersion() != "dev" {
+		t.Fatalf("GetPluginInfo: %v, %v", info, err)
+	}
+	caps, err := p.id.GetPluginCapabilities(ctx, &csi.GetPluginCapabilitiesRequest{})
+	if err != nil || len(caps.GetCapabilities()) != 0 {
+		t.Fatalf("GetPluginCapabilities: %v, %v (want none: no Controller service)", caps, err)
+	}
+	probe, err := p.id.Probe(ctx, &csi.ProbeRequest{})
+	if err != nil || !probe.GetReady().GetValue() {
+		t.Fatalf("Probe: %v, %v (want ready)", probe, err)
+	}
+	ni, err := p.node.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+	if err != nil || ni.GetNodeId() != "node-1" {
+		t.Fatalf("NodeGetInfo: %v, %v", ni, err)
+	}
+	nc, err := p.node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
+	if err != nil || len(nc.GetCapabilities()) != 1 || nc.GetCapabilities()[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_GET_VOLUME_STATS {
+		t.Fatalf("NodeGetCapabilities: %v, %v", nc, err)
+	}
+	_, err = p.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "v"})
+	wantCode(t, "NodeStageVolume", err, codes.Unimplemented)
+}
