@@ -275,3 +275,40 @@ func TestIdentityAndNodeInfo(t *testing.T) {
 	_, err = p.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "v"})
 	wantCode(t, "NodeStageVolume", err, codes.Unimplemented)
 }
+
+// What csi-sanity's "Node Service should be idempotent" checks, which it
+// skips for a plugin without a Controller: NodePublishVolume ten times at
+// one target, NodeGetVolumeStats, NodeUnpublishVolume ten times, each
+// answering OK; stats of an unknown volume or path are NotFound.
+func TestIdempotentLifecycle(t *testing.T) {
+	e := newEnv(t)
+	root := mkProject(t, e, "proj")
+	p := e.start(t)
+	target := filepath.Join(e.pods, "mount")
+	vid := "csi-" + strings.Repeat("0f", 32)
+	for i := range 10 {
+		if err := p.publish(vid, target, false, podAttrs(root, "idem")); err != nil {
+			t.Fatalf("publish #%d: %v", i+1, err)
+		}
+	}
+	ctx := context.Background()
+	st, err := p.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: vid, VolumePath: target})
+	if err != nil || len(st.GetUsage()) != 2 || st.GetUsage()[0].GetTotal() <= 0 {
+		t.Fatalf("NodeGetVolumeStats: %v, %v", st, err)
+	}
+	_, err = p.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: vid, VolumePath: "/some/path"})
+	wantCode(t, "stats at another path", err, codes.NotFound)
+	_, err = p.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "nope", VolumePath: target})
+	wantCode(t, "stats of an unknown volume", err, codes.NotFound)
+	if left := mountsUnder(t, target); len(left) != 1 {
+		t.Fatalf("ten publishes stacked %d mounts at the target", len(left))
+	}
+	for i := range 10 {
+		if err := p.unpublish(vid, target); err != nil {
+			t.Fatalf("unpublish #%d: %v", i+1, err)
+		}
+	}
+	if left := mountsUnder(t, e.dir); len(left) != 0 {
+		t.Fatalf("mounts left: %v", left)
+	}
+}
