@@ -122,7 +122,7 @@ func New(cfg Config) (*Plugin, error) {
 			return nil, fmt.Errorf("allowed root %q: must not be / (every path would be allowed)", r)
 		}
 		for name, d := range map[string]string{"state directory": p.m.StateDir(), "mount base": p.m.MountBase()} {
-			if within(c, d) || within(d, c) {
+			if identity.Within(c, d) || identity.Within(d, c) {
 				return nil, fmt.Errorf("allowed root %q (physical %s): overlaps the %s %s", r, c, name, d)
 			}
 		}
@@ -442,7 +442,7 @@ func (p *Plugin) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	readOnly := req.GetReadonly() || mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY || mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
 	target = canonicalTarget(target)
 	for name, d := range map[string]string{"state directory": p.m.StateDir(), "mount base": p.m.MountBase()} {
-		if within(target, d) || within(d, target) {
+		if identity.Within(target, d) || identity.Within(d, target) {
 			return nil, invalid("volume %q: target_path %q overlaps the plugin's %s %s", vid, target, name, d)
 		}
 	}

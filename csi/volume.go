@@ -3,9 +3,7 @@ package csi
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -136,18 +134,18 @@ func parseContext(volumeID string, vc map[string]string, allowed []string) (volu
 	}
 
 	for _, item := range splitList(vc[KeyAddRoots]) {
-		path, acc, ok := strings.Cut(item, "=")
-		var access policy.Access
-		switch acc {
-		case "ro", string(policy.AccessReadOnly):
-			access = policy.AccessReadOnly
-		case "rw", string(policy.AccessReadWrite):
-			access = policy.AccessReadWrite
-		case string(policy.AccessNone):
-			access = policy.AccessNone
-		default:
-			ok = false
+		i := strings.LastIndexByte(item, '=')
+		ok := i > 0
+		var path, acc string
+		if ok {
+			path, acc = item[:i], item[i+1:]
 		}
+		name := acc
+		if long, short := shortAccess[acc]; short {
+			name = string(long)
+		}
+		access, err := policy.ParseAccess(name)
+		ok = ok && err == nil
 		if !ok || path == "" {
 			return v, fmt.Errorf("volume attribute %s %q: want PATH=ro|rw|none", KeyAddRoots, item)
 		}
@@ -182,6 +180,10 @@ func parseContext(volumeID string, vc map[string]string, allowed []string) (volu
 	return v, nil
 }
 
+// shortAccess are the short spellings of addRoots accesses (as the CLI's
+// --add-root takes them); the long names are accepted too.
+var shortAccess = map[string]policy.Access{"ro": policy.AccessReadOnly, "rw": policy.AccessReadWrite}
+
 // splitList splits a comma-separated attribute, dropping blank items.
 func splitList(s string) []string {
 	var out []string
@@ -214,11 +216,7 @@ func checkAllowed(what, path string, allowed []string, mustBeDir bool) (string, 
 	}
 	c, err := identity.Canonical(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return "", fmt.Errorf("volume attribute %s %q: %v", what, path, err)
+		return "", fmt.Errorf("volume attribute %s %q: %s", what, path, identity.ErrnoText(err))
 	}
 	if !underAny(c, allowed) {
 		desc := ""
@@ -240,17 +238,9 @@ func checkAllowed(what, path string, allowed []string, mustBeDir bool) (string, 
 // underAny reports whether canonical path p is one of roots or below one.
 func underAny(p string, roots []string) bool {
 	for _, r := range roots {
-		if within(p, r) {
+		if identity.Within(p, r) {
 			return true
 		}
 	}
 	return false
-}
-
-// within reports whether p is dir or lies below it (both clean, absolute).
-func within(p, dir string) bool {
-	if dir == "/" {
-		return strings.HasPrefix(p, "/")
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
 }

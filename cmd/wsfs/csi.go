@@ -175,7 +175,7 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 		return fmt.Errorf("serve %s: %w", sock, serveErr)
 	}
 	if closeErr != nil {
-		return fmt.Errorf("unmount sessions: %s", oneLine(closeErr.Error()))
+		return fmt.Errorf("unmount sessions: %s", firstLine(closeErr.Error()))
 	}
 	logger.Info("stopped")
 	return nil
