@@ -17,8 +17,9 @@ import (
 )
 
 // mkProject makes a project under the allowed root: a file, a .git with
-// hooks (protected by default), and a link that escapes to the outside
-// directory (which holds secret.txt).
+// hooks (protected by default), a link that escapes to the outside
+// directory (which holds secret.txt), and a link to the allowed root's
+// "shared" directory (which holds shared.txt).
 func mkProject(t testing.TB, e *env, name string) string {
 	t.Helper()
 	root := filepath.Join(e.allowed, name)
@@ -36,13 +37,26 @@ func mkProject(t testing.TB, e *env, name string) string {
 	if err := os.Symlink(e.outside, filepath.Join(root, "escape")); err != nil && !os.IsExist(err) {
 		t.Fatal(err)
 	}
+	shared := filepath.Join(e.allowed, "shared")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "shared.txt"), []byte("sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(shared, filepath.Join(root, "shared")); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
 	return root
 }
 
 // A volume published at a target serves the project: a write lands in the
-// root, a protected path gives EACCES and a write through an escaping link
-// EROFS (logged with the pod's identity); unpublish leaves no mount, no
-// session record and no target directory.
+// root; a protected path gives EACCES; through a link that escapes every
+// root, reads and writes give EACCES (nothing outside the roots is
+// reachable from a pod); through a link into a read-only additional root a
+// read works and a write gives EROFS. Denials are logged with the pod's
+// identity. Unpublish leaves no mount, no session record and no target
+// directory.
 func TestPublishWriteDenyUnpublish(t *testing.T) {
 	e := newEnv(t)
 	root := mkProject(t, e, "proj")
@@ -52,7 +66,9 @@ func TestPublishWriteDenyUnpublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	vid := "csi-" + strings.Repeat("ab", 32) // kubelet's ephemeral id shape, 68 chars
-	if err := p.publish(vid, target, false, podAttrs(root, "agent-1")); err != nil {
+	attrs := podAttrs(root, "agent-1")
+	attrs["addRoots"] = filepath.Join(e.allowed, "shared") + "=ro"
+	if err := p.publish(vid, target, false, attrs); err != nil {
 		t.Fatalf("publish: %v\n%s", err, p.logText())
 	}
 	sid := wcsi.SessionID(vid)
@@ -71,8 +87,17 @@ func TestPublishWriteDenyUnpublish(t *testing.T) {
 		t.Fatalf("write to .git/hooks: %v, want EACCES", err)
 	}
 	err = os.WriteFile(filepath.Join(target, "escape", "secret.txt"), []byte("owned\n"), 0o644)
-	if errnoOf(err) != syscall.EROFS {
-		t.Fatalf("write through the escaping link: %v, want EROFS", err)
+	if errnoOf(err) != syscall.EACCES {
+		t.Fatalf("write through the escaping link: %v, want EACCES", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(target, "escape", "secret.txt")); errnoOf(err) != syscall.EACCES {
+		t.Fatalf("read through the escaping link: %q, %v, want EACCES", got, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(target, "shared", "shared.txt")); err != nil || string(got) != "sh\n" {
+		t.Fatalf("read through the link into the read-only root: %q, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "shared", "shared.txt"), nil, 0o644); errnoOf(err) != syscall.EROFS {
+		t.Fatalf("write through the link into the read-only root: %v, want EROFS", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(e.outside, "secret.txt")); string(got) != "s\n" {
 		t.Fatalf("outside file changed: %q", got)
@@ -104,9 +129,10 @@ func TestPublishWriteDenyUnpublish(t *testing.T) {
 			denials = append(denials, line)
 		}
 	}
-	if len(denials) != 2 {
-		t.Fatalf("want 2 denial log lines, got %d:\n%s", len(denials), p.logText())
+	if len(denials) < 4 {
+		t.Fatalf("want at least 4 denial log lines, got %d:\n%s", len(denials), p.logText())
 	}
+	t.Logf("denials:\n%s", strings.Join(denials, "\n"))
 	for _, line := range denials {
 		for _, want := range []string{"csi.storage.k8s.io/pod.name=agent-1", "csi.storage.k8s.io/pod.namespace=agents", "csi.storage.k8s.io/pod.uid=uid-agent-1", "session=" + sid} {
 			if !strings.Contains(line, want) {
@@ -116,13 +142,12 @@ func TestPublishWriteDenyUnpublish(t *testing.T) {
 	}
 
 	// Published again with the same attributes: OK, nothing new.
-	if err := p.publish(vid, target, false, podAttrs(root, "agent-1")); err != nil {
+	if err := p.publish(vid, target, false, attrs); err != nil {
 		t.Fatalf("publish again: %v", err)
 	}
-	wantCode(t, "publish at a second target", p.publish(vid, target+"2", false, podAttrs(root, "agent-1")), codes.FailedPrecondition)
-	wantCode(t, "publish read-only after read-write", p.publish(vid, target, true, podAttrs(root, "agent-1")), codes.AlreadyExists)
+	wantCode(t, "publish at a second target", p.publish(vid, target+"2", false, attrs), codes.FailedPrecondition)
+	wantCode(t, "publish read-only after read-write", p.publish(vid, target, true, attrs), codes.AlreadyExists)
 	other := podAttrs(root, "agent-1")
-	other["mode"] = "read-only"
 	wantCode(t, "publish with other attributes", p.publish(vid, target, false, other), codes.AlreadyExists)
 	if _, err := os.Stat(target + "2"); !os.IsNotExist(err) {
 		t.Fatalf("refused second target was made: %v", err)

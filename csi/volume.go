@@ -162,8 +162,11 @@ func parseContext(volumeID string, vc map[string]string, allowed []string) (volu
 		}
 	}
 	// No temp area: the pod has its own /tmp, and the plugin's state
-	// directory is not the pod's business.
+	// directory is not the pod's business. Nothing outside the roots is
+	// reachable: a pod may make a link to any path, and the plugin runs as
+	// root on the node (outside every root is readable by default).
 	v.policy.Temp = []string{}
+	v.policy.Outside = policy.AccessNone
 
 	sl, err := fusefs.ParseSymlinkMode(vc[KeySymlinks])
 	if err != nil {

@@ -69,6 +69,12 @@ func compile(in Spec) (*Policy, error) {
 	}
 	c := &compiler{seen: map[string]bool{}}
 	c.spec.Mode = mode
+	switch in.Outside {
+	case "", AccessNone:
+		c.spec.Outside = in.Outside
+	default:
+		return nil, fmt.Errorf("policy: outside %q: want %s or nothing (the mode decides)", in.Outside, AccessNone)
+	}
 
 	// Primary.
 	if in.Primary == "" {
@@ -252,6 +258,9 @@ func (p *Policy) buildAreas() {
 		all = append(all, newArea(t, kindTemp, rw(mode != ModeReadOnly)))
 	}
 	p.outside = newArea("/", kindOutside, rw(mode == ModeFullAccess))
+	if p.spec.Outside == AccessNone {
+		p.outside = newArea("/", kindOutside, AccessNone)
+	}
 
 	rank := map[Access]int{AccessNone: 3, AccessReadWrite: 2, AccessReadOnly: 1}
 	byPath := map[string]int{}

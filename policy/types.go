@@ -54,6 +54,11 @@ type Spec struct {
 	// Protected are subpaths, relative to each writable root, kept read-only;
 	// nil means DefaultProtected, an empty list none.
 	Protected []string `json:"protected" yaml:"protected"`
+	// Outside is the access of paths outside every root: empty means the
+	// matrix's (read-only; read-write in full-access), "none" makes them
+	// unreachable (EACCES, rule "root:none", reads included), for hosts
+	// whose sessions must not read the machine (the CSI plugin's pods).
+	Outside Access `json:"outside,omitempty" yaml:"outside,omitempty"`
 }
 
 // DefaultProtected are the protected subpaths when Spec.Protected is nil: a
