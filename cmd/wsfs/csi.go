@@ -110,7 +110,7 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	if err != nil {
 		return serveInputErr(err)
 	}
-	p, err := csi.New(csi.Config{DriverName: f.driverName, Version: version, NodeID: f.nodeID, AllowedRoots: roots, Manager: m, Logger: logger})
+	p, err := csi.New(csi.Config{DriverName: f.driverName, Version: buildVersion(), NodeID: f.nodeID, AllowedRoots: roots, Manager: m, Logger: logger})
 	if err != nil {
 		m.Close(context.Background())
 		return errUsage("%v", err)
