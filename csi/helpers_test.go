@@ -302,3 +302,18 @@ func entries(t testing.TB, dir string) []string {
 	}
 	return out
 }
+
+// mountpointsLeft returns the directories left in the mount base: session
+// mountpoints, and host-view mountpoints under "@host".
+func mountpointsLeft(t testing.TB, e *env) []string {
+	t.Helper()
+	var out []string
+	for _, name := range entries(t, e.mnt) {
+		if name == "@host" {
+			out = append(out, entries(t, filepath.Join(e.mnt, name))...)
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
