@@ -101,6 +101,7 @@ func TestMountBadInput(t *testing.T) {
 		{"add-root unknown access", append(base, "--add-root", "/tmp=rwx"), `--add-root "/tmp=rwx": unknown access "rwx" (want ro, rw or none)`},
 		{"add-root missing path", append(base, "--add-root", "=ro"), `--add-root "=ro": missing PATH`},
 		{"add-root path missing", append(base, "--add-root", "nope=ro"), `--add-root nope: no such file or directory`},
+		{"add-root twice", append(base, "--add-root", root+"/outer/inner/..=none", "--add-root", "outer=rw"), `--add-root "outer=rw": the same directory as --add-root "` + root + `/outer/inner/..=none" (` + root + `/outer): explicit roots must not overlap`},
 		{"bad session", append(base, "--session", "a/b"), `--session: session id "a/b": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
 		{"session dot-dot", append(base, "--session", ".."), `--session: session id "..": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
 		{"bad symlinks", append(base, "--symlinks", "maybe"), `--symlinks: symlink mode "maybe": must be one of contain, follow`},

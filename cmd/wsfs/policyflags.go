@@ -12,7 +12,7 @@ import (
 // policy shares (`wsfs mount`, `wsfs session create`, `wsfs session
 // policy`) into a policy.Patch: --mode when given on cmd, each --add-root
 // (canonical path; one naming a root already there changes its access, see
-// policy.MergeRoot), each --protect (a non-empty path relative to each
+// policy.MergeRoot; two flags naming the same directory are refused), each --protect (a non-empty path relative to each
 // root). Apply it with policy.Spec.Apply. Every error is a usage error
 // naming the flag and the value.
 func policyPatch(cmd *cobra.Command, mode string, addRoots, protect []string) (policy.Patch, error) {
@@ -24,11 +24,18 @@ func policyPatch(cmd *cobra.Command, mode string, addRoots, protect []string) (p
 		}
 		patch.Mode = m
 	}
+	given := map[string]string{} // canonical path -> the flag value that named it
 	for _, ar := range addRoots {
 		r, err := parseAddRoot(ar)
 		if err != nil {
 			return policy.Patch{}, err
 		}
+		// As in a policy file: a root given twice is refused, not merged
+		// (the last flag would silently win, e.g. none then rw).
+		if first, ok := given[r.Path]; ok {
+			return policy.Patch{}, errUsage("--add-root %q: the same directory as --add-root %q (%s): explicit roots must not overlap", ar, first, r.Path)
+		}
+		given[r.Path] = ar
 		patch.Additional = append(patch.Additional, r)
 	}
 	for _, p := range protect {
