@@ -1,7 +1,9 @@
 package identity
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -115,13 +117,7 @@ func randomRelPath(rng *rand.Rand, n int) string {
 // Canonical and `realpath -m`, on random trees and random paths. The seed
 // comes from WSFS_DIFF_SEED (a failure logs it, so it can be replayed).
 func TestDifferential(t *testing.T) {
-	seed := int64(20240601)
-	if s := os.Getenv("WSFS_DIFF_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseInt(s, 10, 64)
-		require.NoError(t, err, "WSFS_DIFF_SEED")
-	}
-	t.Logf("seed %d (replay: WSFS_DIFF_SEED=%d go test -run TestDifferential ./identity/)", seed, seed)
+	seed := diffSeed(t, 20240601)
 	rng := rand.New(rand.NewSource(seed))
 
 	const trees, pathsPerTree = 8, 300
@@ -175,17 +171,7 @@ func TestDifferential(t *testing.T) {
 	t.Logf("%d paths: %v; %d missing-path keys checked with realpath -m", trees*pathsPerTree, stats, len(keyPaths))
 	require.Greater(t, stats["ok"], trees*pathsPerTree/10, "too few paths resolve: the generator drifted")
 
-	if _, err := exec.LookPath("realpath"); err != nil {
-		t.Logf("realpath not found, missing-path keys not cross-checked: %v", err)
-		return
-	}
-	out, err := exec.Command("realpath", append([]string{"-m", "-z", "--"}, keyPaths...)...).Output()
-	require.NoError(t, err)
-	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-	require.Len(t, got, len(keyPaths))
-	for i := range keyPaths {
-		assert.Equal(t, got[i], keyWant[i], "TargetKey(%q) vs realpath -m, seed %d", keyPaths[i], seed)
-	}
+	checkRealpath(t, keyPaths, keyWant, seed)
 }
 
 // absFrom makes p absolute for realpath, which runs with the same cwd but
@@ -205,4 +191,137 @@ func pathErrno(t *testing.T, err error) syscall.Errno {
 		return 0
 	}
 	return errnoValue(pe.Err)
+}
+
+// randomTreeOut is randomTree plus a sibling "out" directory and links
+// that leave the root and come back in ("../<root's name>/x", and out/
+// entries that point back in), returning every directory made (cwds).
+func randomTreeOut(t *testing.T, rng *rand.Rand, root string) []string {
+	t.Helper()
+	randomTree(t, rng, root)
+	out := filepath.Join(filepath.Dir(root), "out")
+	require.NoError(t, os.MkdirAll(out+"/d", 0o755))
+	name := filepath.Base(root)
+	back := func() string { return "../" + name + "/" + randomRelPath(rng, 1+rng.Intn(3)) }
+	require.NoError(t, os.Symlink("../../"+name, out+"/d/home"))
+	require.NoError(t, os.Symlink(back(), out+"/back"))
+	require.NoError(t, os.Symlink(root+"/"+randomRelPath(rng, 2), out+"/abs"))
+	var dirs []string
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+			return nil
+		}
+		// Some names get out-and-back links instead of what they were.
+		if d.Type()&fs.ModeSymlink != 0 && rng.Intn(3) == 0 {
+			require.NoError(t, os.Remove(p))
+			targets := []string{back(), "../out/back", "../out/d/home/" + randomRelPath(rng, 2), "../out/abs", out + "/d/home"}
+			require.NoError(t, os.Symlink(targets[rng.Intn(len(targets))], p))
+		}
+		return nil
+	}))
+	return dirs
+}
+
+// TestDifferentialCwd is the differential test over (cwd, path) pairs:
+// for >= 10,000 pairs on trees with relative, absolute, dangling and
+// looping links and links out of the root and back in, Walker{Cwd: cwd}
+// agrees with the kernel walking path from cwd (the object, or its errno:
+// ELOOP, ENOTDIR, ENOENT), and its TargetKey with `realpath -m` where the
+// path is missing.
+func TestDifferentialCwd(t *testing.T) {
+	seed := diffSeed(t, 20261130)
+	rng := rand.New(rand.NewSource(seed))
+	ctx := context.Background()
+	t.Chdir("/") // restored afterwards; pairs chdir with unix.Chdir below
+
+	const trees, pathsPerTree = 10, 1000
+	stats := map[string]int{}
+	var keyPaths, keyWant []string
+	for i := 0; i < trees; i++ {
+		base, err := filepath.EvalSymlinks(t.TempDir())
+		require.NoError(t, err)
+		root := base + "/tree"
+		require.NoError(t, os.Mkdir(root, 0o755))
+		dirs := randomTreeOut(t, rng, root)
+		for j := 0; j < pathsPerTree; j++ {
+			cwd := dirs[rng.Intn(len(dirs))]
+			p := randomRelPath(rng, 1+rng.Intn(6))
+			switch rng.Intn(4) {
+			case 0:
+				p = root + "/" + p
+			case 1:
+				p = "../out/" + p
+			}
+			require.NoError(t, unix.Chdir(cwd))
+			want, werr := kernelCanonical(p)
+			w := Walker{Cwd: cwd}
+			got, err := w.Canonical(ctx, p)
+			key, kerr := w.TargetKey(ctx, p)
+			what := fmt.Sprintf("cwd %q path %q (tree %d, seed %d)", cwd, p, i, seed)
+			switch {
+			case werr == 0:
+				stats["ok"]++
+				if assert.NoError(t, err, what) {
+					assert.Equal(t, want, got, what)
+				}
+				if assert.NoError(t, kerr, what) {
+					assert.Equal(t, want, key, what)
+				}
+			case werr != syscall.ENOENT:
+				stats[werr.Error()]++
+				assert.Equal(t, werr, pathErrno(t, err), "Canonical: "+what)
+				assert.Equal(t, werr, pathErrno(t, kerr), "TargetKey: "+what)
+			default:
+				stats[werr.Error()]++
+				assert.Equal(t, werr, pathErrno(t, err), "Canonical: "+what)
+				if kerr == nil {
+					keyPaths = append(keyPaths, absFrom(cwd, p))
+					keyWant = append(keyWant, key)
+				} else {
+					stats["key "+pathErrno(t, kerr).Error()]++
+				}
+			}
+		}
+	}
+	t.Logf("%d (cwd, path) pairs: %v; %d missing-path keys checked with realpath -m", trees*pathsPerTree, stats, len(keyPaths))
+	require.GreaterOrEqual(t, trees*pathsPerTree, 10000)
+	require.Greater(t, stats["ok"], trees*pathsPerTree/10, "too few paths resolve: the generator drifted")
+	for _, e := range []syscall.Errno{syscall.ELOOP, syscall.ENOTDIR} {
+		require.Greater(t, stats[e.Error()], 0, "no pair gave %s: the generator drifted", e)
+	}
+	checkRealpath(t, keyPaths, keyWant, seed)
+}
+
+// diffSeed returns WSFS_DIFF_SEED when set, else def, and logs how to
+// replay the test with it.
+func diffSeed(t *testing.T, def int64) int64 {
+	seed := def
+	if s := os.Getenv("WSFS_DIFF_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseInt(s, 10, 64)
+		require.NoError(t, err, "WSFS_DIFF_SEED")
+	}
+	t.Logf("seed %d (replay: WSFS_DIFF_SEED=%d go test -run '^%s$' ./identity/)", seed, seed, t.Name())
+	return seed
+}
+
+// checkRealpath compares the keys computed for the absolute paths with
+// `realpath -m` (all in one run).
+func checkRealpath(t *testing.T, paths, keys []string, seed int64) {
+	t.Helper()
+	if _, err := exec.LookPath("realpath"); err != nil {
+		t.Logf("realpath not found, missing-path keys not cross-checked: %v", err)
+		return
+	}
+	out, err := exec.Command("realpath", append([]string{"-m", "-z", "--"}, paths...)...).Output()
+	require.NoError(t, err)
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	require.Len(t, got, len(paths))
+	for i := range paths {
+		assert.Equal(t, got[i], keys[i], "TargetKey(%q) vs realpath -m, seed %d", paths[i], seed)
+	}
 }

@@ -3,14 +3,18 @@ package mounts_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts"
 )
 
@@ -65,5 +69,139 @@ func TestMutualRecursionLink(t *testing.T) {
 		if err := d.c.Remove(ctx, id, false); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// diffTree makes a random tree under root with directories, files and
+// links (relative, absolute into the root, dangling, looping, out of the
+// root and back in through dir/out) and returns its real directories.
+func diffTree(t *testing.T, rng *rand.Rand, dir, root string) []string {
+	t.Helper()
+	names := []string{"a", "b", "c", "d"}
+	rel := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			switch r := rng.Intn(10); {
+			case r < 6:
+				parts[i] = names[rng.Intn(len(names))]
+			case r < 8:
+				parts[i] = ".."
+			case r < 9:
+				parts[i] = "."
+			default:
+				parts[i] = "zz"
+			}
+		}
+		p := strings.Join(parts, "/")
+		if rng.Intn(8) == 0 {
+			p += "/"
+		}
+		return p
+	}
+	mkTree(t, dir+"/out", "d/", "back -> ../root/"+rel(2), "d/home -> ../../root")
+	dirs := []string{root}
+	for depth, level := 0, []string{root}; depth < 3; depth++ {
+		var next []string
+		for _, d := range level {
+			for _, n := range names {
+				p := d + "/" + n
+				var err error
+				switch r := rng.Intn(12); {
+				case r < 4:
+					err = os.Mkdir(p, 0o755)
+					next = append(next, p)
+				case r < 6:
+					err = os.WriteFile(p, []byte(n), 0o644)
+				case r < 11:
+					targets := []string{rel(1 + rng.Intn(3)), root + "/" + rel(2), "/nowhere/" + rel(1), n, "../out/back", "../out/d/home/" + rel(2), "../root/" + rel(2)}
+					err = os.Symlink(targets[rng.Intn(len(targets))], p)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		dirs = append(dirs, next...)
+		level = next
+	}
+	return dirs
+}
+
+// TestDaemonDifferential: on a generated tree, the daemon's answers equal
+// identity's walk: `cd` to every real directory reports its canonical path
+// (and its one path in the mount), and resolve of random paths from there
+// (relative, absolute in the root, through the mountpoint) gives the key of
+// identity's walk from that directory in the mount, or its errno (ENOTDIR,
+// ELOOP) as the API error's.
+func TestDaemonDifferential(t *testing.T) {
+	seed := int64(7)
+	rng := rand.New(rand.NewSource(seed))
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dirs := diffTree(t, rng, dir, root)
+	mkTree(t, root, "loop -> l2", "l2 -> loop")
+	s, err := d.c.Create(ctx, mounts.Spec{ID: "diff", Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := s.Mountpoint
+	mapped := func(p string) (string, bool, error) {
+		if p == mp {
+			return root, true, nil
+		}
+		return "", false, nil
+	}
+	stats := map[string]int{}
+	for i := 0; i < 400; i++ {
+		cwd := dirs[rng.Intn(len(dirs))]
+		wd, err := d.c.Chdir(ctx, "diff", cwd)
+		if err != nil || wd.Physical != cwd || wd.Path != mp+strings.TrimPrefix(cwd, root) {
+			t.Fatalf("cd %s: %+v %v", cwd, wd, err)
+		}
+		for j := 0; j < 5; j++ {
+			names := []string{"a", "b", "c", "d", "..", ".", "zz"}
+			parts := make([]string, 1+rng.Intn(5))
+			for k := range parts {
+				parts[k] = names[rng.Intn(len(names))]
+			}
+			p := strings.Join(parts, "/")
+			switch rng.Intn(6) {
+			case 0:
+				p = root + "/" + p
+			case 3:
+				p = root + "/loop/" + p
+			case 1:
+				p = mp + "/" + p
+			case 2:
+				p += "/"
+			}
+			// The session's cwd is a directory in the mount: ".." above
+			// the mount root leaves it for the mountpoint's parent.
+			want, werr := identity.Walker{Cwd: wd.Path, Mount: mapped}.TargetKey(ctx, p)
+			res, err := d.c.Resolve(ctx, "diff", p)
+			what := fmt.Sprintf("cwd %s resolve %q (seed %d)", cwd, p, seed)
+			if werr != nil {
+				var errno syscall.Errno
+				if !errors.As(werr, &errno) {
+					t.Fatalf("%s: identity: %v", what, werr)
+				}
+				stats[errno.Error()]++
+				wantErrno(t, what, err, errno)
+				continue
+			}
+			stats["ok"]++
+			if err != nil || res.Key != want {
+				t.Errorf("%s: %+v %v, want key %s", what, res, err, want)
+			}
+		}
+	}
+	t.Logf("2000 (cwd, path) pairs: %v", stats)
+	if stats["ok"] < 200 || stats[syscall.ELOOP.Error()] == 0 || stats[syscall.ENOTDIR.Error()] == 0 {
+		t.Errorf("the generator drifted: %v", stats)
 	}
 }
