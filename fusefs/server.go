@@ -153,7 +153,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 	// here (EROFS), so every denial is logged and counted and a read-only
 	// session can be widened live (DESIGN.md, "Policy", Live).
 	rootNode.ensureWatched()
-	srv, err := fs.Mount(o.mountpoint, rootNode, opts)
+	srv, err := mountRaw(o.mountpoint, rootNode, opts, m.watch != nil)
 	if err != nil {
 		if m.watch != nil {
 			m.watch.close()
@@ -166,6 +166,25 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		go m.watch.run()
 	}
 	return &Server{m: m, fuse: srv, rootNode: rootNode}, nil
+}
+
+// mountRaw mounts root like go-fuse's fs.Mount, with directories served
+// without OPENDIR round trips (noOpendir) when cacheDirs: only with the
+// watcher are kernel-cached listings safe from host-side changes.
+func mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool) (*fuse.Server, error) {
+	raw := fs.NewNodeFS(root, opts)
+	if cacheDirs {
+		raw = &noOpendir{RawFileSystem: raw}
+	}
+	srv, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		return nil, err
+	}
+	return srv, nil
 }
 
 // timeout applies Config's timeout convention: 0 is the default, negative 0.
