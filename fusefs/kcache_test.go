@@ -6,12 +6,17 @@ package fusefs_test
 // another process at once. No test here depends on timing.
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // bigDir is large enough that listing it takes many READDIRPLUS requests,
@@ -118,5 +123,91 @@ func TestCachedListingHostChanges(t *testing.T) {
 	}
 	if got := lister.run(listCmd(filepath.Join(d, "moved-in"))); got != "inner\n" {
 		t.Errorf("listing of a directory moved in on the host: %q", got)
+	}
+}
+
+// posixACL encodes an access ACL in the xattr format of
+// system.posix_acl_access (include/uapi/linux/posix_acl_xattr.h): version 2,
+// then (tag, perm, id) entries in the kernel's canonical order.
+func posixACL(userPerm, namedUID, namedPerm, groupPerm, maskPerm, otherPerm uint16) []byte {
+	const undefined = ^uint32(0)
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, uint32(2))
+	entry := func(tag, perm uint16, id uint32) {
+		binary.Write(&b, binary.LittleEndian, tag)
+		binary.Write(&b, binary.LittleEndian, perm)
+		binary.Write(&b, binary.LittleEndian, id)
+	}
+	entry(0x01, userPerm, undefined)         // ACL_USER_OBJ
+	entry(0x02, namedPerm, uint32(namedUID)) // ACL_USER
+	entry(0x04, groupPerm, undefined)        // ACL_GROUP_OBJ
+	entry(0x10, maskPerm, undefined)         // ACL_MASK
+	entry(0x20, otherPerm, undefined)        // ACL_OTHER
+	return b.Bytes()
+}
+
+func getxattrT(path, name string) ([]byte, error) {
+	buf := make([]byte, 4096)
+	n, err := unix.Getxattr(path, name, buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// TestACLCachedByKernel: ACLs are answered from the kernel's cache
+// (FUSE_POSIX_ACL), and that cache follows changes: one made on the host is
+// seen after SyncHostChanges, one made through the mount by another process
+// at once, and the mode's group bits follow the ACL mask as on ext4.
+func TestACLCachedByKernel(t *testing.T) {
+	const acl = "system.posix_acl_access"
+	backing, mnt, srv := mountT(t, withPopulate(func(t *testing.T, b string) {
+		writeFileT(t, filepath.Join(b, "f"), "data\n", 0o640)
+	}))
+	bf, mf := filepath.Join(backing, "f"), filepath.Join(mnt, "f")
+	if _, err := getxattrT(mf, acl); errnoOf(err) != syscall.ENODATA {
+		t.Fatalf("getxattr %s of a file without ACL: %v, want ENODATA", acl, err)
+	}
+	// The host grants user 65534 read.
+	grant := posixACL(6, 65534, 4, 4, 4, 0)
+	if err := unix.Setxattr(bf, acl, grant, 0); err != nil {
+		if err == unix.EOPNOTSUPP {
+			t.Skipf("backing file system has no POSIX ACLs: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if err := srv.SyncHostChanges(); err != nil {
+		t.Fatalf("SyncHostChanges: %v", err)
+	}
+	got, err := getxattrT(mf, acl)
+	if !wantOK(t, "getxattr after the host set an ACL", err) {
+		return
+	}
+	if !bytes.Equal(got, grant) {
+		t.Errorf("ACL through the mount after a host change: %x, want %x", got, grant)
+	}
+	// Through the mount: widen the named entry and the mask to rw; another
+	// process sees the new ACL and the mode's group bits (the mask) at once.
+	widened := posixACL(6, 65534, 6, 4, 6, 0)
+	if err := unix.Setxattr(mf, acl, widened, 0); err != nil {
+		t.Fatalf("setxattr %s through the mount: %v", acl, err)
+	}
+	hexScript := `import os, sys; print(os.getxattr(sys.argv[1], "` + acl + `").hex(), oct(os.stat(sys.argv[1]).st_mode & 0o777))`
+	want := fmt.Sprintf("%x 0o660\n", widened)
+	if got := shOK(t, "/", "python3 -c "+shq(hexScript)+" "+shq(mf)); got != want {
+		t.Errorf("another process through the mount: %q, want %q", got, want)
+	}
+	if got := shOK(t, "/", "python3 -c "+shq(hexScript)+" "+shq(bf)); got != want {
+		t.Errorf("on the host: %q, want %q", got, want)
+	}
+	// The host removes the ACL: gone through the mount after SyncHostChanges.
+	if err := unix.Removexattr(bf, acl); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SyncHostChanges(); err != nil {
+		t.Fatalf("SyncHostChanges: %v", err)
+	}
+	if _, err := getxattrT(mf, acl); errnoOf(err) != syscall.ENODATA {
+		t.Errorf("getxattr after the host removed the ACL: %v, want ENODATA", err)
 	}
 }

@@ -139,6 +139,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			AllowOther:           o.allowOther,
 			EnableLocks:          true,
 			EnableSymlinkCaching: true,
+			EnableAcl:            true,
 			Debug:                o.debug,
 			MaxWrite:             1 << 20,
 			Options:              []string{"default_permissions"},
