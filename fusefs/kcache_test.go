@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -209,5 +210,48 @@ func TestACLCachedByKernel(t *testing.T) {
 	}
 	if _, err := getxattrT(mf, acl); errnoOf(err) != syscall.ENODATA {
 		t.Errorf("getxattr after the host removed the ACL: %v, want ENODATA", err)
+	}
+}
+
+// TestAtimeKeptByBacking: the mount is noatime, yet a read through it updates
+// the access time where it lives, on the backing file system (relatime
+// there), and another process's stat through the mount shows it.
+func TestAtimeKeptByBacking(t *testing.T) {
+	backing, mnt, srv := mountT(t, withPopulate(func(t *testing.T, b string) {
+		writeFileT(t, filepath.Join(b, "f"), "data\n", 0o644)
+	}))
+	bf := filepath.Join(backing, "f")
+	old := unix.NsecToTimespec(time.Now().Add(-72 * time.Hour).UnixNano())
+	if err := unix.UtimesNano(bf, []unix.Timespec{old, {Nsec: unix.UTIME_OMIT}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SyncHostChanges(); err != nil {
+		t.Fatalf("SyncHostChanges: %v", err)
+	}
+	mf := filepath.Join(mnt, "f")
+	if got := shOK(t, "/", "stat -c %X "+shq(mf)); strings.TrimSpace(got) != fmt.Sprint(old.Sec) {
+		t.Fatalf("atime through the mount before the read: %s, want %d", got, old.Sec)
+	}
+	if got := shOK(t, "/", "cat "+shq(mf)); got != "data\n" {
+		t.Fatalf("cat: %q", got)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(bf, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Atim.Sec <= old.Sec {
+		t.Fatalf("backing atime after a read through the mount: %d, still the old %d", st.Atim.Sec, old.Sec)
+	}
+	if got := shOK(t, "/", "stat -c %X "+shq(mf)); strings.TrimSpace(got) != fmt.Sprint(st.Atim.Sec) {
+		t.Errorf("atime through the mount after the read: %s, want the backing %d", got, st.Atim.Sec)
+	}
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(l); len(f) > 3 && f[1] == mnt && !strings.Contains(","+f[3]+",", ",noatime,") {
+			t.Errorf("mount options %q lack noatime", f[3])
+		}
 	}
 }

@@ -153,6 +153,15 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 	// Never kernel-"ro", even when nothing is writable: read-only is decided
 	// here (EROFS), so every denial is logged and counted and a read-only
 	// session can be widened live (DESIGN.md, "Policy", Live).
+	//
+	// noatime: the backing file system keeps its own access times, since
+	// every read reaches it (passed through, or by the server); the kernel
+	// need not track them on its FUSE inodes too.
+	if opts.MountOptions.DirectMount {
+		opts.MountOptions.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOATIME
+	} else {
+		opts.MountOptions.Options = append(opts.MountOptions.Options, "noatime")
+	}
 	rootNode.ensureWatched()
 	srv, err := mountRaw(o.mountpoint, rootNode, opts, m.watch != nil)
 	if err != nil {
