@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -253,5 +254,61 @@ func TestAtimeKeptByBacking(t *testing.T) {
 		if f := strings.Fields(l); len(f) > 3 && f[1] == mnt && !strings.Contains(","+f[3]+",", ",noatime,") {
 			t.Errorf("mount options %q lack noatime", f[3])
 		}
+	}
+}
+
+// TestACLPermissionModel: on an --allow-other mount the kernel enforces the
+// backing file's ACL for another user, and follows it when it changes on the
+// host (after SyncHostChanges) or through the mount (at once).
+func TestACLPermissionModel(t *testing.T) {
+	const acl = "system.posix_acl_access"
+	backing, mnt, srv := mountT(t, func(s *mountSetup) { s.cfg.AllowOther = true },
+		withPopulate(func(t *testing.T, b string) {
+			writeFileT(t, filepath.Join(b, "f"), "secret\n", 0o640)
+		}))
+	// The test's temp directories are 0700: let user 65534 reach the mount.
+	for d := filepath.Dir(mnt); d != "/"; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bf, mf := filepath.Join(backing, "f"), filepath.Join(mnt, "f")
+	catAsNobody := func() string {
+		t.Helper()
+		cmd := exec.Command("cat", mf)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true,
+			Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "error: " + strings.TrimSpace(string(out))
+		}
+		return string(out)
+	}
+	denied := "error: cat: " + mf + ": Permission denied"
+	if got := catAsNobody(); got != denied {
+		t.Fatalf("user 65534 reads a 0640 root file: %q, want %q", got, denied)
+	}
+	if err := unix.Setxattr(bf, acl, posixACL(6, 65534, 4, 4, 4, 0), 0); err != nil {
+		if err == unix.EOPNOTSUPP {
+			t.Skipf("backing file system has no POSIX ACLs: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if err := srv.SyncHostChanges(); err != nil {
+		t.Fatalf("SyncHostChanges: %v", err)
+	}
+	if got := catAsNobody(); got != "secret\n" {
+		t.Errorf("after the host granted user 65534 read by ACL: %q, want the content", got)
+	}
+	if err := unix.Removexattr(mf, acl); err != nil {
+		t.Fatalf("removexattr %s through the mount: %v", acl, err)
+	}
+	if got := catAsNobody(); got != denied {
+		t.Errorf("after the ACL was removed through the mount: %q, want %q", got, denied)
 	}
 }
