@@ -41,6 +41,9 @@ import (
 var testBase string
 
 func TestMain(m *testing.M) {
+	if root := os.Getenv(childServeEnv); root != "" {
+		childServe(root)
+	}
 	syscall.Umask(0)
 	// Not under /tmp: the host view hides /tmp (but the session's temp
 	// area), and the tests' outside directories must be visible there.

@@ -6,6 +6,7 @@ package fusefs_test
 // another process at once. No test here depends on timing.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -19,6 +20,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/policy"
 )
 
 // bigDir is large enough that listing it takes many READDIRPLUS requests,
@@ -310,5 +314,77 @@ func TestACLPermissionModel(t *testing.T) {
 	}
 	if got := catAsNobody(); got != denied {
 		t.Errorf("after the ACL was removed through the mount: %q, want %q", got, denied)
+	}
+}
+
+// childServeEnv names the root a re-executed test binary serves (childServe).
+const childServeEnv = "WSFS_TEST_CHILD_SERVE"
+
+// childServe is the whole life of a test binary re-executed as a server:
+// mount the root at the mountpoint in $WSFS_TEST_CHILD_MNT, say "ready",
+// serve until killed.
+func childServe(root string) {
+	pol, err := policy.Compile(policy.Spec{Primary: root, Temp: []string{}})
+	if err == nil {
+		_, err = fusefs.Mount(fusefs.Config{Root: root, Mountpoint: os.Getenv("WSFS_TEST_CHILD_MNT"), Policy: pol})
+	}
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// TestDeadMountDetected: the kernel's caches outlive a killed server (the
+// root's attributes, its listing), so a dead mount is recognized by
+// statfs(2), which always reaches the server: CheckMount refuses the
+// mountpoint with its one-line error, and Unmount clears it.
+func TestDeadMountDetected(t *testing.T) {
+	dir := canonT(t, t.TempDir())
+	backing, mnt := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
+	mkdirT(t, backing, 0o755)
+	mkdirT(t, mnt, 0o755)
+	writeFileT(t, filepath.Join(backing, "f"), "f\n", 0o644)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), childServeEnv+"="+backing, "WSFS_TEST_CHILD_MNT="+mnt)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if isMounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		t.Fatalf("child server: %q", line)
+	}
+	if got := shOK(t, "/", "ls "+shq(mnt)+" && stat -c %F "+shq(mnt)); got != "f\ndirectory\n" {
+		t.Fatalf("through the live mount: %q", got)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(mnt, &sfs); err != unix.ENOTCONN {
+		t.Fatalf("statfs after the server was killed: %v, want ENOTCONN", err)
+	}
+	_, _, err = fusefs.CheckMount(backing, mnt, false)
+	want := fmt.Sprintf("mountpoint %q: a dead FUSE mount is there; unmount it first (wsfs unmount)", mnt)
+	if err == nil || err.Error() != want {
+		t.Errorf("CheckMount on a dead mount: %v, want %q", err, want)
+	}
+	if err := fusefs.Unmount(mnt, false); err != nil {
+		t.Errorf("Unmount of a dead mount: %v", err)
+	}
+	if isMounted(mnt) {
+		t.Errorf("%s still mounted after Unmount", mnt)
 	}
 }
