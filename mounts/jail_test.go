@@ -347,3 +347,47 @@ func BenchmarkExecConfine(b *testing.B) {
 		})
 	}
 }
+
+// TestJailFallbackWithoutBwrap: without bwrap in $PATH, --confine fails
+// naming the package and the fallback; --confine=best-effort warns and
+// applies the second layer alone: writes outside the mount and TMPDIR are
+// EACCES (Landlock), renames between directories of the mount work (one
+// ruleset).
+func TestJailFallbackWithoutBwrap(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	root := filepath.Join(dir, "root")
+	mkTree(t, root, "d1/a", "d2/")
+	outside := filepath.Join(canon(t, t.TempDir()), "outside")
+	if _, err := d.c.Create(context.Background(), mounts.Spec{ID: "fb", Root: root}); err != nil {
+		t.Fatal(err)
+	}
+	noBwrap := t.TempDir() // an empty directory as the whole $PATH
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	mv, err := exec.LookPath("mv")
+	if err != nil {
+		t.Skip("no mv")
+	}
+	runFB := func(mode, script string) result {
+		cmd := exec.Command(wsfsBin, "exec", "--session", "fb", "--confine="+mode, "--", bash, "-c", script)
+		cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket, "PATH="+noBwrap)
+		return run(t, cmd)
+	}
+	r := runFB("strict", "true")
+	if r.code != 1 || r.stderr != "wsfs: exec --confine: bwrap (bubblewrap) not found in $PATH: install it (Debian: apt-get install bubblewrap); --confine=best-effort falls back to Landlock alone\n" {
+		t.Errorf("--confine without bwrap: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = runFB("best-effort", mv+` d1/a d2/a && echo moved; echo x > `+outside+` 2>/dev/null || echo denied; echo t > "$TMPDIR/t" && echo tmp`)
+	if r.code != 0 || r.stdout != "moved\ndenied\ntmp\n" || !strings.HasPrefix(r.stderr, "wsfs: warning: exec --confine=best-effort: bwrap (bubblewrap) not found") {
+		t.Errorf("--confine=best-effort without bwrap: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(outside); !os.IsNotExist(err) {
+		t.Errorf("%s written by the fallback jail (%v)", outside, err)
+	}
+	if got := readFile(t, filepath.Join(root, "d2/a")); got != "d1/a" {
+		t.Errorf("d2/a = %q after the move", got)
+	}
+}

@@ -173,10 +173,11 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	spec := jailSpec(s, wd, others, health, socketDir, writable)
 	spec.Args, spec.BestEffort = args, confineMode == confineBestEffort
 	if _, err := spec.BwrapPath(); err != nil {
+		msg := strings.TrimPrefix(firstLine(err.Error()), "confine: ")
 		if confineMode == confineStrict {
-			return fmt.Errorf("exec --confine: %s; --confine=best-effort falls back to Landlock alone", firstLine(err.Error()))
+			return fmt.Errorf("exec --confine: %s; --confine=best-effort falls back to Landlock alone", msg)
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: warning: exec --confine=best-effort: %s; falling back to Landlock alone (no mount namespace)\n", firstLine(err.Error()))
+		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: warning: exec --confine=best-effort: %s; falling back to Landlock alone (no mount namespace)\n", msg)
 		spec.Env, spec.Cwd = env, wd.Path
 		c.Close()
 		return execFailure(cmd, confine.ExecLandlockOnly(spec))
