@@ -222,7 +222,10 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 		"--dev", "/dev",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--proc", "/proc",
-		"--die-with-parent", "--new-session",
+		// No --new-session: an interactive shell keeps its terminal (job
+		// control); TIOCSTI and TIOCLINUX, what --new-session guards
+		// against, are refused by the seccomp filter instead.
+		"--die-with-parent",
 		"--cap-drop", "ALL",
 	}
 	// As root, bwrap keeps two capabilities for the helper stage, which

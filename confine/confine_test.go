@@ -204,6 +204,9 @@ func TestJailTooOpen(t *testing.T) {
 		// io_uring and Unix sockets (the daemon's socket) are refused.
 		{`python3 -c 'import ctypes,os; r=ctypes.CDLL(None,use_errno=True).syscall(425,1,ctypes.create_string_buffer(120)); e=ctypes.get_errno(); print(os.strerror(e)); exit(e)'`, "rc=38"},
 		{pyErrno("import socket; socket.socket(socket.AF_UNIX)"), "rc=13"},
+		// Pushing input into the caller's terminal (stdin here is no
+		// terminal: ENOTTY without the filter).
+		{pyErrno("import fcntl,termios; fcntl.ioctl(0, termios.TIOCSTI, b'x')"), "rc=1"},
 		{`python3 -c 'import socket; socket.socketpair()'`, "rc=0"},
 	})
 	if b, err := os.ReadFile(filepath.Join(e.outside, "canary")); err != nil || string(b) != "canary\n" {

@@ -15,6 +15,7 @@ func runBPF(t *testing.T, prog []unix.SockFilter, arch, nr, arg0 uint32) uint32 
 	binary.LittleEndian.PutUint32(data[0:], nr)
 	binary.LittleEndian.PutUint32(data[4:], arch)
 	binary.LittleEndian.PutUint32(data[16:], arg0)
+	binary.LittleEndian.PutUint32(data[24:], arg0) // args[1]: the tests pass one argument for both
 	var acc uint32
 	for pc := 0; pc < len(prog); pc++ {
 		in := prog[pc]
@@ -52,6 +53,7 @@ func TestSeccompFilterArches(t *testing.T) {
 	allow := uint32(unix.SECCOMP_RET_ALLOW)
 	eacces := unix.SECCOMP_RET_ERRNO | uint32(syscall.EACCES)
 	enosys := unix.SECCOMP_RET_ERRNO | uint32(syscall.ENOSYS)
+	eperm := unix.SECCOMP_RET_ERRNO | uint32(syscall.EPERM)
 	for name, a := range seccompArches {
 		prog := seccompFilter(a)
 		for _, c := range []struct {
@@ -67,6 +69,10 @@ func TestSeccompFilterArches(t *testing.T) {
 			{"read", a.audit, 0, unix.AF_UNIX, allow},
 			{"openat (56 on arm64, 257 on amd64)", a.audit, 257, 0, allow},
 			{"another architecture", unix.AUDIT_ARCH_I386, 1, 0, eacces},
+			{"ioctl(TIOCSTI)", a.audit, a.ioctl, unix.TIOCSTI, eperm},
+			{"ioctl(TIOCLINUX)", a.audit, a.ioctl, unix.TIOCLINUX, eperm},
+			{"ioctl(TCGETS)", a.audit, a.ioctl, unix.TCGETS, allow},
+			{"ioctl(fd, 41 = socket's number)", a.audit, a.ioctl, 41, allow},
 		} {
 			if got := runBPF(t, prog, c.arch, c.nr, c.arg); got != c.want {
 				t.Errorf("%s: %s: %#x, want %#x", name, c.what, got, c.want)
@@ -80,6 +86,9 @@ func TestSeccompFilterArches(t *testing.T) {
 	}
 	if seccompArches["amd64"].socket != 41 || seccompArches["arm64"].socket != 198 {
 		t.Error("socket(2) numbers: want 41 on amd64, 198 on arm64")
+	}
+	if seccompArches["amd64"].ioctl != 16 || seccompArches["arm64"].ioctl != 29 {
+		t.Error("ioctl(2) numbers: want 16 on amd64, 29 on arm64")
 	}
 	if _, ok := seccompArches["amd64"]; !ok || unix.SYS_IO_URING_SETUP != sysIoUringSetup {
 		t.Errorf("io_uring_setup is %d here, want %d", unix.SYS_IO_URING_SETUP, sysIoUringSetup)

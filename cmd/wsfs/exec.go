@@ -64,8 +64,8 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
             /proc: no other environ, maps, cmdline; no signals out);
             capabilities (all dropped; no_new_privs); Unix sockets
             (socket(AF_UNIX): EACCES, so the daemon cannot be asked to widen
-            the policy) and io_uring (ENOSYS), by a seccomp filter (amd64,
-            arm64); descriptors other than stdio; stdio that is a directory
+            the policy), io_uring (ENOSYS) and TIOCSTI/TIOCLINUX (EPERM),
+            by a seccomp filter (amd64, arm64); descriptors other than stdio; stdio that is a directory
             outside FUSE or a file in the backing root.
   second    Landlock, one ruleset: write only in the views, TMPDIR, the
   layer     --allow-write directories and the terminal devices; renames and
