@@ -169,6 +169,9 @@ func (e *jailEnv) checks(t *testing.T, cases [][2]string) {
 // TestJailTooOpen: every "too open" case of issue 9, refused inside the
 // jail with its errno, and the host unchanged.
 func TestJailTooOpen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	e := newJailEnv(t)
 	if err := os.Chmod(filepath.Join(e.outside, "tool"), 0o755); err != nil {
 		t.Fatal(err)

@@ -115,6 +115,9 @@ func TestExt4RenameOverOpenFile(t *testing.T) {
 }
 
 func TestExt4ListingAfterEachCreate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test: skipped with -short")
+	}
 	const n = 500
 	parity(t, func(t *testing.T, e pEnv) string {
 		d := e.p("many")
@@ -277,6 +280,9 @@ for b in bad[:10]:
 `
 
 func TestExt4TelldirSeekdir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test: skipped with -short")
+	}
 	need(t, "python3")
 	parity(t, func(t *testing.T, e pEnv) string {
 		d := e.p("dir")
@@ -307,6 +313,9 @@ except OSError as e:
 `
 
 func TestExt4Locks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test: skipped with -short")
+	}
 	need(t, "flock", "python3")
 	parity(t, func(t *testing.T, e pEnv) string {
 		writeFileT(t, e.p("lk"), "lock me", 0o644)

@@ -22,6 +22,9 @@ func gitEnv(t *testing.T) []string {
 }
 
 func TestE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	hasGit := exec.Command("git", "--version").Run() == nil
 	goBin, goErr := exec.LookPath("go")
 	var goroot string
@@ -40,10 +43,7 @@ func TestE2E(t *testing.T) {
 		gitSkip = "go is not installed on this host (the repo is a copy of $(go env GOROOT)/src/net)"
 	}
 	env := gitEnv(t)
-	srcs := []string{"net"}
-	if !testing.Short() {
-		srcs = append(srcs, "crypto", "os")
-	}
+	srcs := []string{"net", "crypto", "os"}
 	backing, mnt, _ := mountT(t, withPopulate(func(t *testing.T, b string) {
 		if gitSkip != "" {
 			return

@@ -15,6 +15,9 @@ import (
 // (it failed 3 times in 4 with EACCES while escaping links were served in
 // place). --without-pip keeps each round short; the link is the same.
 func TestLinksPythonVenv(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	need(t, "python3")
 	_, mnt, _ := mountT(t)
 	out := shOK(t, mnt, `ok=0; for i in $(seq 20); do rm -rf venv; python3 -m venv --without-pip venv && [ "$(venv/bin/python -c 'print(1)')" = 1 ] && ok=$((ok+1)); done; echo $ok`)

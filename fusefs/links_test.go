@@ -155,6 +155,9 @@ func TestLinksWriteThrough(t *testing.T) {
 // A link created through the mount is usable by the very next call; a
 // symlink(2) text naming a host-view path is stored with the physical path.
 func TestLinksUsableAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	need(t, "python3")
 	outside := canonT(t, t.TempDir())
 	writeFileT(t, filepath.Join(outside, "f"), "out\n", 0o644)

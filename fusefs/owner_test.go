@@ -122,6 +122,9 @@ func ownerListings(t *testing.T, mnt string, cred *syscall.Credential) (native, 
 // supplementary group 2, and root with another gid) gets the owner, group,
 // mode and setgid inheritance ext4 gives it.
 func TestOwnerOfCreatedObjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	need(t, "python3", "stat", "find")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the server switches to the caller's identity")

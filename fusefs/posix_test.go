@@ -28,6 +28,9 @@ var posixFollowMode = map[string]string{
 // TestPosix runs every entry of go-fuse's posixtest.All against a fresh wsfs
 // mount (acceptance 1).
 func TestPosix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("suite test: skipped with -short")
+	}
 	var all []string
 	for nm := range posixtest.All {
 		all = append(all, nm)

@@ -63,6 +63,9 @@ func errnoRun(t *testing.T, dir string, ops ...string) map[string]string {
 // pair gets the same (allowed) answer through both names. On ext4 without
 // the policy all of these would succeed.
 func TestProtectedHardLinkAliasBothOrders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("race test: skipped with -short")
+	}
 	need(t, "python3")
 	for _, aliasFirst := range []bool{true, false} {
 		t.Run("aliasFirst="+strconv.FormatBool(aliasFirst), func(t *testing.T) {
@@ -135,6 +138,9 @@ for k in sorted(res):
 // hooks and config wherever they are, the decoys' hooks and config, which
 // are live while .git points at them) or outside the root.
 func TestRaceSwapGitForSymlink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("race test: skipped with -short")
+	}
 	need(t, "python3")
 	outside := canonT(t, t.TempDir())
 	mkdirT(t, filepath.Join(outside, "hooks"), 0o755)

@@ -126,6 +126,9 @@ func runRace(t *testing.T, mnt, child string, secs float64, swap func(i int) err
 }
 
 func TestRaceSwapDirForSymlink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("race test: skipped with -short")
+	}
 	need(t, "python3")
 	outside := canonT(t, t.TempDir())
 	writeFileT(t, filepath.Join(outside, "secret"), "orig secret\n", 0o644)

@@ -117,6 +117,9 @@ func randomRelPath(rng *rand.Rand, n int) string {
 // Canonical and `realpath -m`, on random trees and random paths. The seed
 // comes from WSFS_DIFF_SEED (a failure logs it, so it can be replayed).
 func TestDifferential(t *testing.T) {
+	if testing.Short() {
+		t.Skip("differential test: skipped with -short")
+	}
 	seed := diffSeed(t, 20240601)
 	rng := rand.New(rand.NewSource(seed))
 

@@ -21,6 +21,9 @@ import (
 // every acknowledged cwd change is there, and no stale mount, mountpoint,
 // record or temp directory is left.
 func TestKill9DuringCreatesAndCwdChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: skipped with -short")
+	}
 	const (
 		creators    = 180 // sessions created concurrently
 		walkers     = 20  // sessions whose cwd changes concurrently

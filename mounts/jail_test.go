@@ -72,6 +72,9 @@ const gitEnv = "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME
 // TestJailTooOpen: the "too open" cases of issue 9 through `wsfs exec
 // --confine`, each refused with its errno, the host unchanged.
 func TestJailTooOpen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	needJail(t)
 	dir := newDaemonDir(t)
 	d := startDaemon(t, dir)
@@ -131,6 +134,9 @@ except OSError as e: sys.exit(e.errno)'`, fmt.Sprintf("rc=%d", syscall.EACCES)},
 // commits while a write to <backing root>/.git/hooks/pre-commit by its
 // absolute path is EACCES from the mount's policy.
 func TestJailGitAndRenames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	needJail(t)
 	dir := newDaemonDir(t)
 	d := startDaemon(t, dir)
@@ -206,6 +212,9 @@ func TestJailLinkedWorktree(t *testing.T) {
 // TestJailGoBuild: `go build ./...` of a small module works in the jail
 // with --allow-write "$(go env GOCACHE)".
 func TestJailGoBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	needJail(t)
 	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
 	if err != nil {

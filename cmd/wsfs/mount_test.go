@@ -223,6 +223,9 @@ func holdMount(t *testing.T, dir string) (pid int, release func()) {
 }
 
 func TestMountBusy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
 	requireFUSE(t)
 	_, proj, mnt, _ := mountFixture(t)
 
