@@ -43,6 +43,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/wsfs/wsfs/identity"
 	"golang.org/x/sys/unix"
 )
 
@@ -148,7 +149,7 @@ func (s Spec) Check() error {
 			return errors.New(`confine: writable directory "/": the whole file system cannot be writable`)
 		}
 		for _, v := range s.Views {
-			if within(w, v.Path) || within(v.Path, w) {
+			if identity.Within(w, v.Path) || identity.Within(v.Path, w) {
 				return fmt.Errorf("confine: writable directory %s overlaps the view at %s (writes there are the mount's to decide)", w, v.Path)
 			}
 		}
@@ -184,16 +185,11 @@ func (s Spec) Check() error {
 func (s Spec) viewOf(p string) int {
 	best := -1
 	for i, v := range s.Views {
-		if within(p, v.Path) && (best < 0 || len(v.Path) > len(s.Views[best].Path)) {
+		if identity.Within(p, v.Path) && (best < 0 || len(v.Path) > len(s.Views[best].Path)) {
 			best = i
 		}
 	}
 	return best
-}
-
-// within reports whether p is dir or below it (both clean and absolute).
-func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 // BwrapPath returns the bubblewrap binary s uses, or an error saying how to
@@ -395,7 +391,7 @@ func checkStdio(backing []string) error {
 			continue // a pipe, a socket, a terminal
 		}
 		for _, b := range backing {
-			if within(p, b) {
+			if identity.Within(p, b) {
 				return fmt.Errorf("confine: descriptor %d is %s in the backing root %s, not through the mount; a jail does not inherit it", fd, p, b)
 			}
 		}

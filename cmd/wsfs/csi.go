@@ -101,7 +101,6 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 		}
 	}
 
-	syscall.Umask(0) // as serve: modes come from the kernel's requests
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
