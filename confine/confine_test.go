@@ -91,7 +91,7 @@ func newJailEnv(t testing.TB) *jailEnv {
 			if err == nil {
 				return
 			}
-			if i == 50 {
+			if i == 500 { // 10 s: a jail's namespace is torn down after its last process exits
 				t.Errorf("unmount %s: %v", e.mnt, err)
 				e.srv.Unmount(true)
 				return
