@@ -13,6 +13,9 @@ import (
 // every published target is served again (same content, writes land), and
 // unpublishing all of them leaves nothing.
 func TestKill9RestoresTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test; skipped with -short")
+	}
 	const n = 6
 	e := newEnv(t)
 	p := e.start(t)
