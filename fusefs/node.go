@@ -488,12 +488,20 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
+	const changes = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.FATTR_SIZE | fuse.FATTR_ATIME | fuse.FATTR_MTIME
+	if in.Valid&changes == 0 {
+		// Nothing to change: chown(f, -1, -1) (or utimensat with both
+		// times UTIME_OMIT), for which ext4 still moves ctime; FUSE sends
+		// no FATTR_CTIME without the writeback cache. A chown to -1, -1
+		// moves it here too.
+		uok, gok, uid, gid = true, true, ^uint32(0), ^uint32(0)
+	}
 	if uok || gok {
 		u, g := -1, -1
-		if uok {
+		if uok && uid != ^uint32(0) {
 			u = int(uid)
 		}
-		if gok {
+		if gok && gid != ^uint32(0) {
 			g = int(gid)
 		}
 		if err := unix.Fchownat(n.fd, "", u, g, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {

@@ -347,3 +347,24 @@ rm -rf repo clone d2 a && ls
 		t.Errorf("as nobody in its own tree: exit %d\nstdout: %q\nwant:   %q\nstderr: %s", code, out, want, errOut)
 	}
 }
+
+// TestChownMinusOneMovesCtime: chown(f, -1, -1) changes nothing but ctime
+// on ext4 (chown_common always sets ATTR_CTIME); through the mount too.
+func TestChownMinusOneMovesCtime(t *testing.T) {
+	nat, sub := nativeAndMountedT(t)
+	for _, dir := range []string{nat, sub} {
+		f := filepath.Join(dir, "f")
+		writeFileT(t, f, "x", 0o644)
+		before := lstatT(t, f).Ctim
+		if err := os.Lchown(f, -1, -1); err != nil {
+			t.Fatalf("lchown %s -1 -1: %v", f, err)
+		}
+		after := lstatT(t, f).Ctim
+		if after == before {
+			if dir == nat {
+				t.Skipf("ext4 here did not move ctime on chown -1 -1 within one clock tick (no fine-grained timestamps)")
+			}
+			t.Errorf("%s: ctime unchanged by chown -1 -1 (%v); ext4 moves it", f, before)
+		}
+	}
+}
