@@ -14,7 +14,8 @@
 #
 # Expected: 0 failed files in full-access; in workspace-write only the files
 # that make block or character devices fail (EPERM by policy, README
-# "Policy"). NATIVE=1 also runs the subset in a directory of the file system
+# "Policy"). PJDFSTEST_KEEP=1 keeps the work directory (prove's logs).
+# NATIVE=1 also runs the subset in a directory of the file system
 # holding the work directory, for reference. Exit code: 0 when every run
 # completed (failures are reported, not fatal), 1 on a setup error.
 set -euo pipefail
@@ -48,7 +49,11 @@ cleanup() {
 	if [ -n "$mnt" ] && grep -q " $mnt fuse" /proc/mounts; then
 		umount -l "$mnt" || true
 	fi
-	rm -rf "$work"
+	if [ "${PJDFSTEST_KEEP:-}" = 1 ]; then
+		echo "pjdfstest.sh: kept $work (prove logs: $work/prove-*.log)"
+	else
+		rm -rf "$work"
+	fi
 }
 trap cleanup EXIT
 
@@ -65,13 +70,27 @@ go build -o "$work/wsfs" ./cmd/wsfs
 # prove_in DIR LABEL: runs the subset in DIR, prints the summary and the
 # failed files.
 prove_in() {
-	local dir=$1 label=$2 out=$work/prove-$2.log dirs=()
+	local dir=$1 label=$2 out=$work/prove-${2// /-}.log dirs=()
 	for t in $tests; do dirs+=("$work/src/tests/$t"); done
 	(cd "$dir" && prove -r "${dirs[@]}") >"$out" 2>&1 || true
 	echo "== $label"
-	# prove's summary: the failed files, then Files=/Tests= and Result.
-	sed -n '/^Test Summary Report/,$p' "$out" | grep -E '^(Files=|Result:|/)' | sed "s#$work/src/tests/##" || true
-	grep -E '^(Files=|Result:)' "$out" | tail -2 | grep -q . || tail -5 "$out"
+	# The failed files with their failed-test counts, each marked when the
+	# file makes block or character devices (refused outside full-access),
+	# then prove's Files=/Tests= and Result lines.
+	local failed nfailed=0 ndev=0 f
+	failed=$(sed -n '/^Test Summary Report/,$p' "$out" | grep -E '^/.*Failed: [1-9]' | sed "s#$work/src/tests/##" || true)
+	while read -r f rest; do
+		[ -n "$f" ] || continue
+		nfailed=$((nfailed + 1))
+		if grep -qE '\<(block|char)\>' "$work/src/tests/$f"; then
+			ndev=$((ndev + 1))
+			echo "  $f $rest [makes devices]"
+		else
+			echo "  $f $rest"
+		fi
+	done <<<"$failed"
+	echo "  failed files: $nfailed ($ndev of them make block/char devices)"
+	grep -E '^(Files=|Result:)' "$out" | sed 's/^/  /' || tail -5 "$out"
 }
 
 if [ "${NATIVE:-}" = 1 ]; then
