@@ -67,6 +67,11 @@ func (n *node) lookupNew(ctx context.Context, name, p string, out *fuse.EntryOut
 		if text, err := identity.ReadlinkAt(fd, ""); err == nil {
 			shown, _ := n.m.present(filepath.Dir(p), text)
 			st.Size = int64(len(shown))
+			ch := n.addChild(ctx, fd, &st, p, out)
+			if cn, ok := ch.Operations().(*node); ok {
+				cn.stored.CompareAndSwap(nil, &text)
+			}
+			return ch, 0
 		}
 	}
 	return n.addChild(ctx, fd, &st, p, out), 0

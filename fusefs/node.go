@@ -65,6 +65,8 @@ type node struct {
 	// linkText is set on a host view's session link (HostViewConfig.Links):
 	// a symlink that exists only in the view, with no backing object (fd -1).
 	linkText string
+	// stored is the backing symlink's text, read once (storedText).
+	stored atomic.Pointer[string]
 
 	// A directory is watched from the first time the kernel looks into it
 	// (ensureWatched): only then can it cache entries below it, and only
@@ -306,7 +308,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, toErrno(err)
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && m.symlinks != SymlinksFollow {
-		text, err := identity.ReadlinkAt(fd, "")
+		text, err := n.childText(name, fd, &st)
 		if err != nil {
 			unix.Close(fd)
 			return nil, toErrno(err)
@@ -315,8 +317,44 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		// lstat(2) shows the presented text's length.
 		shown, _ := m.present(filepath.Dir(p), text)
 		st.Size = int64(len(shown))
+		ch := n.addChild(ctx, fd, &st, p, out)
+		if cn, ok := ch.Operations().(*node); ok {
+			cn.stored.CompareAndSwap(nil, &text)
+		}
+		return ch, 0
 	}
 	return n.addChild(ctx, fd, &st, p, out), 0
+}
+
+// storedText returns the text of the backing symlink the node stands for,
+// read once: a symlink's text never changes (a new text is a new inode, and
+// the node's descriptor pins this one), and every readlink(2) of the backing
+// link may move its atime (relatime), which lstat through the mount would
+// then show where ext4 shows the time a utimensat(2) set (pjdfstest
+// utimensat/05.t).
+func (n *node) storedText() (string, error) {
+	if t := n.stored.Load(); t != nil {
+		return *t, nil
+	}
+	text, err := identity.ReadlinkAt(n.fd, "")
+	if err == nil {
+		n.stored.CompareAndSwap(nil, &text)
+	}
+	return text, err
+}
+
+// childText returns the text of the symlink name, whose O_PATH descriptor fd
+// and attributes st a lookup just took: the known child's stored text when
+// it is the same inode, else read from fd.
+func (n *node) childText(name string, fd int, st *syscall.Stat_t) (string, error) {
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*node); ok && cn.linkText == "" && ch.StableAttr() == n.m.stable(st) {
+			if t := cn.stored.Load(); t != nil {
+				return *t, nil
+			}
+		}
+	}
+	return identity.ReadlinkAt(fd, "")
 }
 
 // revalidate answers a repeated lookup of a name whose node the tree already
@@ -395,7 +433,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		return toErrno(err)
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && n.m.symlinks == SymlinksContain {
-		if text, err := identity.ReadlinkAt(n.fd, ""); err == nil {
+		if text, err := n.storedText(); err == nil {
 			shown, _ := n.m.present(filepath.Dir(n.where()), text)
 			st.Size = int64(len(shown))
 		}
@@ -672,7 +710,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if n.linkText != "" {
 		return []byte(n.linkText), 0
 	}
-	text, err := identity.ReadlinkAt(n.fd, "")
+	text, err := n.storedText()
 	if err != nil {
 		return nil, toErrno(err)
 	}

@@ -368,3 +368,30 @@ func TestChownMinusOneMovesCtime(t *testing.T) {
 		}
 	}
 }
+
+// TestSymlinkTimesKept: times set on a symlink itself (utimensat with
+// AT_SYMLINK_NOFOLLOW) are what lstat shows afterwards, as on ext4: the
+// server's own reads of the link text must not move its atime (relatime
+// would, atime being older than mtime here). Found by pjdfstest
+// utimensat/05.t.
+func TestSymlinkTimesKept(t *testing.T) {
+	nat, sub := nativeAndMountedT(t)
+	for _, dir := range []string{nat, sub} {
+		writeFileT(t, filepath.Join(dir, "f"), "x", 0o644)
+		l := filepath.Join(dir, "l")
+		symlinkT(t, "f", l)
+		ts := []unix.Timespec{{Sec: 1960000000}, {Sec: 1970000000}}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, l, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatalf("utimensat %s NOFOLLOW: %v", l, err)
+		}
+		for i := 0; i < 3; i++ {
+			st := lstatT(t, l)
+			if st.Atim.Sec != 1960000000 || st.Mtim.Sec != 1970000000 {
+				t.Errorf("%s: lstat #%d atime %d mtime %d, want 1960000000 1970000000", l, i, st.Atim.Sec, st.Mtim.Sec)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "f")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
