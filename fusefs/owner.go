@@ -71,7 +71,21 @@ func asCaller(ctx context.Context, dirfd int, create func() error) error {
 	if !ok || !self.canSwitch || (c.Uid == self.uid && c.Gid == self.gid) {
 		return create()
 	}
-	groups := callerGroups(dirfd, c)
+	groups, all := callerGroups(dirfd, c)
+	err := createAs(c, groups, create)
+	if err == syscall.EACCES && !all {
+		// An ACL entry for a supplementary group (FUSE_POSIX_ACL: the
+		// kernel has checked it with all of the caller's groups).
+		if groups = procGroups(c.Pid); len(groups) > 0 {
+			err = createAs(c, groups, create)
+		}
+	}
+	return err
+}
+
+// createAs runs create on a thread with c's fsuid and fsgid and the
+// supplementary groups.
+func createAs(c *fuse.Caller, groups []int, create func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -92,15 +106,25 @@ func asCaller(ctx context.Context, dirfd int, create func() error) error {
 // and search access through the directory's group, and whether a new
 // object's setgid bit survives (inode_init_owner, in_group_p on the
 // directory's group). When the directory's group is the caller's own, none
-// are needed; otherwise the caller's groups are read from /proc, as
-// libfuse's fuse_req_getgroups does (FUSE sends none, and go-fuse does not
-// expose FUSE_CREATE_SUPP_GROUP's one). A caller that is gone has none.
-func callerGroups(dirfd int, c *fuse.Caller) []int {
+// are needed (all is false: asCaller reads them after an EACCES, which only
+// an ACL entry naming another group can cause); otherwise the caller's
+// groups are read from /proc, as libfuse's fuse_req_getgroups does (FUSE
+// sends none, and go-fuse does not expose FUSE_CREATE_SUPP_GROUP's one).
+func callerGroups(dirfd int, c *fuse.Caller) (groups []int, all bool) {
 	var st unix.Stat_t
-	if unix.Fstatat(dirfd, "", &st, unix.AT_EMPTY_PATH) != nil || st.Gid == c.Gid || c.Pid == 0 {
+	if unix.Fstatat(dirfd, "", &st, unix.AT_EMPTY_PATH) != nil || st.Gid == c.Gid {
+		return nil, false
+	}
+	return procGroups(c.Pid), true
+}
+
+// procGroups returns the supplementary groups of process pid (a thread id
+// works too); none when it is gone.
+func procGroups(pid uint32) []int {
+	if pid == 0 {
 		return nil
 	}
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/status")
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
 	if err != nil {
 		return nil
 	}

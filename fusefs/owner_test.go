@@ -5,6 +5,8 @@ package fusefs_test
 // test), and the creator can work in its tree.
 
 import (
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -393,5 +395,43 @@ func TestSymlinkTimesKept(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestOwnerACLGroup: a directory whose ACL lets a supplementary group of
+// the caller write (not its own group, which the directory has) is written
+// as on ext4: the server takes the caller's supplementary groups too.
+func TestOwnerACLGroup(t *testing.T) {
+	nat, sub := nativeAndMountedT(t)
+	// user::rwx, group::r-x, group:2:rwx, mask::rwx, other::r-x
+	const undefined = ^uint32(0)
+	acl := binary.LittleEndian.AppendUint32(nil, 2)
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{0x01, 7, undefined}, {0x04, 5, undefined}, {0x08, 7, 2}, {0x10, 7, undefined}, {0x20, 5, undefined}} {
+		acl = binary.LittleEndian.AppendUint16(acl, e.tag)
+		acl = binary.LittleEndian.AppendUint16(acl, e.perm)
+		acl = binary.LittleEndian.AppendUint32(acl, e.id)
+	}
+	var outs []string
+	for _, dir := range []string{nat, sub} {
+		d := filepath.Join(dir, "d")
+		mkdirT(t, d, 0o755)
+		if err := os.Chown(d, 0, nobody); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setxattr(d, "system.posix_acl_access", acl, 0); err != nil {
+			t.Fatalf("setxattr ACL on %s: %v", d, err)
+		}
+		out, errOut, code := shAs(t, asUser(nobody, nobody, 2), d, []string{userPath},
+			"umask 022; touch f && mkdir e && stat -c '%n %u:%g %04a' f e")
+		outs = append(outs, fmt.Sprintf("exit %d: %s%s", code, out, errOut))
+	}
+	if outs[0] != outs[1] {
+		t.Errorf("creating through a group ACL entry:\n  ext4:  %q\n  mount: %q", outs[0], outs[1])
+	}
+	if !strings.HasPrefix(outs[0], "exit 0") {
+		t.Errorf("ext4 refused the create (the test's ACL is wrong?): %s", outs[0])
 	}
 }
