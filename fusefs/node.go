@@ -495,7 +495,7 @@ func (m *mount) deny(ctx context.Context, op, p string, d policy.Decision) sysca
 		pid = c.Pid
 	}
 	m.log.Info("denied", "session", m.session, "op", op, "path", p, "rule", d.Rule,
-		"errno", unix.ErrnoName(d.Errno), "pid", pid)
+		"errno", identity.ErrnoName(d.Errno), "pid", pid)
 	return d.Errno
 }
 

@@ -296,11 +296,7 @@ func describe(err error) string {
 	case errors.Is(err, syscall.EACCES):
 		return "permission denied"
 	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno.Error()
-	}
-	return err.Error()
+	return identity.ErrnoText(err)
 }
 
 // Root returns the canonical physical root being served.

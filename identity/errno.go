@@ -8,16 +8,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrnoText returns the C library's text of the errno err wraps (strerror,
-// e.g. "no such file or directory"), so a message does not repeat the path
-// an *fs.PathError already carries; err's own text when it wraps none.
-func ErrnoText(err error) string {
+// ErrnoOf returns the errno err wraps (a syscall.Errno, whose text is the C
+// library's strerror, e.g. "no such file or directory"), so that a message
+// or an *fs.PathError does not repeat the path or the operation another
+// wrapper already carries and callers can still match it with errors.Is;
+// err itself when it wraps none.
+func ErrnoOf(err error) error {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		return errno.Error()
+		return errno
 	}
-	return err.Error()
+	return err
 }
+
+// ErrnoText is ErrnoOf(err)'s text: the errno's strerror text, or err's own
+// text when it wraps none.
+func ErrnoText(err error) string { return ErrnoOf(err).Error() }
 
 // ErrnoName returns the symbolic name of the errno err wraps ("ELOOP"), as
 // errno(3) spells it, or "errno N" for a number without a name; "" when err

@@ -10,7 +10,6 @@ package identity
 
 import (
 	"context"
-	"errors"
 	"io/fs"
 
 	"golang.org/x/sys/unix"
@@ -82,7 +81,7 @@ type FileID struct {
 func FileIDOf(path string) (FileID, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return FileID{}, &fs.PathError{Op: "stat", Path: path, Err: errnoOf(err)}
+		return FileID{}, &fs.PathError{Op: "stat", Path: path, Err: ErrnoOf(err)}
 	}
 	return FileID{Dev: st.Dev, Ino: st.Ino}, nil
 }
@@ -99,14 +98,4 @@ func SameFile(a, b string) (bool, error) {
 		return false, err
 	}
 	return ia == ib, nil
-}
-
-// errnoOf extracts the errno from a syscall error so callers can match it
-// with errors.Is; anything else (never expected) is kept as is.
-func errnoOf(err error) error {
-	var errno unix.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return err
 }

@@ -99,7 +99,7 @@ func (w Walker) walk(ctx context.Context, op, path string, missingOK bool) (stri
 		default:
 			wd, err := unix.Getwd() // getcwd(2): physical, unlike os.Getwd's $PWD
 			if err != nil {
-				return fail(errnoOf(err))
+				return fail(ErrnoOf(err))
 			}
 			cur = wd
 		}
@@ -138,7 +138,7 @@ func (w Walker) walk(ctx context.Context, op, path string, missingOK bool) (stri
 			// The kernel needs search permission on cur for "." and ".."
 			// too (may_lookup in link_path_walk), though it looks nothing up.
 			if err := unix.Faccessat(unix.AT_FDCWD, cur, unix.X_OK, unix.AT_EACCESS); err != nil {
-				return fail(errnoOf(err))
+				return fail(ErrnoOf(err))
 			}
 			if name == ".." {
 				if n := len(crossings); n > 0 && cur == crossings[n-1].phys {
@@ -159,7 +159,7 @@ func (w Walker) walk(ctx context.Context, op, path string, missingOK bool) (stri
 		if w.Mount != nil {
 			phys, ok, err := w.Mount(next)
 			if err != nil {
-				return fail(errnoOf(err))
+				return fail(ErrnoOf(err))
 			}
 			if ok {
 				crossings = append(crossings, crossing{phys: phys, mp: next})
@@ -173,7 +173,7 @@ func (w Walker) walk(ctx context.Context, op, path string, missingOK bool) (stri
 				missing = append(missing, name)
 				continue
 			}
-			return fail(errnoOf(err))
+			return fail(ErrnoOf(err))
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
@@ -187,11 +187,11 @@ func (w Walker) walk(ctx context.Context, op, path string, missingOK bool) (stri
 			}
 			target, err := ReadlinkAt(unix.AT_FDCWD, next)
 			if err != nil {
-				return fail(errnoOf(err))
+				return fail(ErrnoOf(err))
 			}
 			if w.Link != nil {
 				if target, err = w.Link(next, target); err != nil {
-					return fail(errnoOf(err))
+					return fail(ErrnoOf(err))
 				}
 			}
 			if target == "" {

@@ -45,7 +45,7 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 		return Resolution{}, err // replaced during the walk: its answer is void
 	}
 	if err != nil {
-		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: %w", id, path, errnoOnly(err))
+		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: %w", id, path, identity.ErrnoOf(err))
 	}
 	res := Resolution{Session: id, Path: path, Cwd: cwd, Key: key}
 	// The resolver's rule, in the mount's namespace: an object inside the

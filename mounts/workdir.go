@@ -95,7 +95,7 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, curRel, path st
 	}
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%q: %w", path, errnoOnly(err))
+		return "", fmt.Errorf("%q: %w", path, identity.ErrnoOf(err))
 	case !identity.Within(key, v.root):
 		return "", fmt.Errorf("%q resolves to %s, outside the session's mount %s", path, key, v.mp)
 	}
@@ -115,15 +115,6 @@ type errnoError struct {
 
 func (e *errnoError) Error() string { return e.msg }
 func (e *errnoError) Unwrap() error { return e.errno }
-
-// errnoOnly returns the errno err wraps (its text is the message), else err.
-func errnoOnly(err error) error {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return err
-}
 
 // Cwd returns session id's working directory, validated at use: when the
 // directory no longer exists on the host, the session recovers to the
