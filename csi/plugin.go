@@ -93,9 +93,6 @@ func New(cfg Config) (*Plugin, error) {
 	if cfg.Manager == nil {
 		return nil, errors.New("csi: a session manager is required")
 	}
-	if len(cfg.AllowedRoots) == 0 {
-		return nil, errors.New("allowed roots: at least one directory is required")
-	}
 	p := &Plugin{
 		name: cfg.DriverName, version: cfg.Version, nodeID: cfg.NodeID,
 		m: cfg.Manager, log: cfg.Logger, vols: map[string]string{}, stats: newOpStats(),
@@ -107,13 +104,34 @@ func New(cfg Config) (*Plugin, error) {
 		p.log = slog.Default()
 	}
 	p.api = mounts.NewAPI(p.m, p.log)
-	for _, r := range cfg.AllowedRoots {
+	roots, err := CanonicalRoots(cfg.AllowedRoots)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckApart(cfg.AllowedRoots, p.m.StateDir(), p.m.MountBase()); err != nil {
+		return nil, err
+	}
+	p.allowed = roots
+	why := "not started"
+	p.fuseErr.Store(&why)
+	return p, nil
+}
+
+// CanonicalRoots checks allowed roots and returns their canonical paths:
+// at least one; each absolute, an existing directory (followed), not "/".
+// Errors name the root and the rule.
+func CanonicalRoots(roots []string) ([]string, error) {
+	if len(roots) == 0 {
+		return nil, errors.New("allowed roots: at least one directory is required")
+	}
+	var out []string
+	for _, r := range roots {
 		if !filepath.IsAbs(r) {
 			return nil, fmt.Errorf("allowed root %q: must be an absolute path", r)
 		}
 		c, err := identity.Canonical(r)
 		if err != nil {
-			return nil, fmt.Errorf("allowed root %q: %v", r, err)
+			return nil, fmt.Errorf("allowed root %q: %s", r, identity.ErrnoText(err))
 		}
 		if ok, err := statDir(c); err != nil || !ok {
 			return nil, fmt.Errorf("allowed root %q: not a directory", r)
@@ -121,16 +139,32 @@ func New(cfg Config) (*Plugin, error) {
 		if c == "/" {
 			return nil, fmt.Errorf("allowed root %q: must not be / (every path would be allowed)", r)
 		}
-		for name, d := range map[string]string{"state directory": p.m.StateDir(), "mount base": p.m.MountBase()} {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// CheckApart refuses an allowed root that is, contains or lies inside the
+// state directory or the mount base (a volume could then serve the plugin's
+// records or its own mounts). The two need not exist yet: they are compared
+// by identity.TargetKey, the path they will have.
+func CheckApart(roots []string, stateDir, mountBase string) error {
+	canon, err := CanonicalRoots(roots)
+	if err != nil {
+		return err
+	}
+	for _, place := range [][2]string{{"state directory", stateDir}, {"mount base", mountBase}} {
+		d, err := identity.TargetKey(place[1])
+		if err != nil {
+			return fmt.Errorf("%s %q: %s", place[0], place[1], identity.ErrnoText(err))
+		}
+		for i, c := range canon {
 			if identity.Within(c, d) || identity.Within(d, c) {
-				return nil, fmt.Errorf("allowed root %q (physical %s): overlaps the %s %s", r, c, name, d)
+				return fmt.Errorf("allowed root %q (physical %s): overlaps the %s %s", roots[i], c, place[0], d)
 			}
 		}
-		p.allowed = append(p.allowed, c)
 	}
-	why := "not started"
-	p.fuseErr.Store(&why)
-	return p, nil
+	return nil
 }
 
 // Name returns the driver name.

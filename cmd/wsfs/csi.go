@@ -100,6 +100,10 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 			return err
 		}
 	}
+	// Checked before the state directory and the mount base are made.
+	if err := csi.CheckApart(roots, f.stateDir, f.mountBase); err != nil {
+		return errUsage("--allowed-roots: %v", err)
+	}
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -112,7 +116,7 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	p, err := csi.New(csi.Config{DriverName: f.driverName, Version: buildVersion(), NodeID: f.nodeID, AllowedRoots: roots, Manager: m, Logger: logger})
 	if err != nil {
 		m.Close(context.Background())
-		return errUsage("%v", err)
+		return errUsage("--allowed-roots: %v", err)
 	}
 	l, err := mounts.Listen(sock)
 	if err != nil {
