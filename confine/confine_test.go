@@ -363,6 +363,8 @@ func TestJailHolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +375,8 @@ func TestJailHolders(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	buf := make([]byte, 6)
 	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
-		t.Fatalf("jail did not start: %q %v", buf, err)
+		cmd.Wait()
+		t.Fatalf("jail did not start: %q %v; stderr %q", buf, err, stderr.String())
 	}
 	var found []string
 	for _, h := range fusefs.Holders(e.mnt) {
@@ -409,6 +412,8 @@ func TestJailMountsPrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +428,8 @@ func TestJailMountsPrivate(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	buf := make([]byte, 6)
 	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
-		t.Fatalf("jail did not start: %q %v", buf, err)
+		cmd.Wait()
+		t.Fatalf("jail did not start: %q %v; stderr %q", buf, err, stderr.String())
 	}
 	if err := syscall.Mount("tmpfs", later, "tmpfs", 0, ""); err != nil {
 		t.Fatal(err)
