@@ -170,6 +170,9 @@ func TestACLCachedByKernel(t *testing.T) {
 	backing, mnt, srv := mountT(t, withPopulate(func(t *testing.T, b string) {
 		writeFileT(t, filepath.Join(b, "f"), "data\n", 0o640)
 	}))
+	if !srv.Watched() {
+		t.Skip("no inotify watcher (instance limit reached?): the kernel caches no ACLs then")
+	}
 	bf, mf := filepath.Join(backing, "f"), filepath.Join(mnt, "f")
 	if _, err := getxattrT(mf, acl); errnoOf(err) != syscall.ENODATA {
 		t.Fatalf("getxattr %s of a file without ACL: %v, want ENODATA", acl, err)
@@ -270,6 +273,9 @@ func TestACLPermissionModel(t *testing.T) {
 		withPopulate(func(t *testing.T, b string) {
 			writeFileT(t, filepath.Join(b, "f"), "secret\n", 0o640)
 		}))
+	if !srv.Watched() {
+		t.Skip("no inotify watcher (instance limit reached?): the kernel enforces no ACLs then")
+	}
 	// The test's temp directories are 0700: let user 65534 reach the mount.
 	for d := filepath.Dir(mnt); d != "/"; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)

@@ -139,10 +139,13 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			AllowOther:           o.allowOther,
 			EnableLocks:          true,
 			EnableSymlinkCaching: true,
-			EnableAcl:            true,
-			Debug:                o.debug,
-			MaxWrite:             1 << 20,
-			Options:              []string{"default_permissions"},
+			// ACLs enforced and cached by the kernel (FUSE_POSIX_ACL) only
+			// when the watcher can drop a cached ACL that changes on the
+			// host: the kernel keeps it for the inode's life otherwise.
+			EnableAcl: m.watch != nil,
+			Debug:     o.debug,
+			MaxWrite:  1 << 20,
+			Options:   []string{"default_permissions"},
 		},
 	}
 	if os.Geteuid() != 0 {
@@ -317,6 +320,11 @@ func (s *Server) SetPolicy(p *policy.Policy) {
 
 // Policy returns the policy in force.
 func (s *Server) Policy() *policy.Policy { return s.m.pol.Load() }
+
+// Watched reports whether host-side changes are watched (inotify). Without
+// the watcher the kernel caches entries and attributes for DefaultTimeout
+// only, keeps no directory listings and no ACLs (and so enforces none).
+func (s *Server) Watched() bool { return s.m.watch != nil }
 
 // SyncHostChanges returns once every change made on the host before the
 // call has been turned into kernel cache invalidations, so a process started
