@@ -99,3 +99,49 @@ func TestCleanRestartRestoresTargets(t *testing.T) {
 		t.Fatalf("mounts left: %v", left)
 	}
 }
+
+// Publishes and unpublishes of different volumes run concurrently (kubelet
+// starts many pods at once): every target serves its own project, and
+// nothing is left afterwards.
+func TestConcurrentPublishes(t *testing.T) {
+	const n = 16
+	e := newEnv(t)
+	p := e.start(t)
+	roots := make([]string, n)
+	for i := range n {
+		roots[i] = mkProject(t, e, fmt.Sprintf("c%02d", i))
+		if err := os.WriteFile(filepath.Join(roots[i], "id"), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := func(i int) string { return filepath.Join(e.pods, fmt.Sprintf("t%02d", i)) }
+	vid := func(i int) string { return fmt.Sprintf("csi-%064x", i+100) }
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- p.publish(vid(i), target(i), false, podAttrs(roots[i], fmt.Sprint(i))) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	for i := range n {
+		if got, err := os.ReadFile(filepath.Join(target(i), "id")); err != nil || string(got) != fmt.Sprint(i) {
+			t.Fatalf("target %d serves %q, %v", i, got, err)
+		}
+	}
+	for i := range n {
+		go func() { errs <- p.unpublish(vid(i), target(i)) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("unpublish: %v", err)
+		}
+	}
+	if left := mountsUnder(t, e.dir); len(left) != 0 {
+		t.Fatalf("mounts left: %v", left)
+	}
+	if got := entries(t, filepath.Join(e.state, "sessions")); len(got) != 0 {
+		t.Fatalf("session files left: %v", got)
+	}
+}
