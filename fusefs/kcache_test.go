@@ -56,6 +56,9 @@ func listCmd(dir string) string {
 // makes through the mount is in the next listing of another process, which
 // had listed the directory before.
 func TestCachedListingThroughMount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test: skipped with -short")
+	}
 	backing, mnt, _ := mountT(t, withPopulate(withBigDir))
 	d := filepath.Join(mnt, "d")
 	lister := startShell(t)
@@ -104,6 +107,9 @@ print(len(byPath), len(set(byPath)) == len(byPath), sorted(byPath) == sorted(byF
 // the directory changes on the host; the next listing by a process that had
 // listed it before shows the change once SyncHostChanges returns.
 func TestCachedListingHostChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test: skipped with -short")
+	}
 	backing, mnt, srv := mountT(t, withPopulate(withBigDir))
 	d := filepath.Join(mnt, "d")
 	lister := startShell(t)
