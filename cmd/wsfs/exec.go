@@ -56,17 +56,21 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
             host view directory when the daemon has one, else (fallback) a
             read-write root is bound directly with its protected subpaths
             read-only; writing directly in the session's private temp
-            directory (TMPDIR) and in each --allow-write DIR; the network.
+            directory (TMPDIR), in each --allow-write DIR and in the
+            session's allow_write directories (session create
+            --allow-write); the network; the caller's terminal.
   refused   every other write, metadata changes included (chmod, chown,
             setxattr, utimes: EROFS); seeing none roots, the daemon's state
             and socket directories, the mount base and other sessions (empty
             read-only directories); other processes (own PID namespace and
             /proc: no other environ, maps, cmdline; no signals out);
-            capabilities (all dropped; no_new_privs); Unix sockets
-            (socket(AF_UNIX): EACCES, so the daemon cannot be asked to widen
-            the policy), io_uring (ENOSYS) and TIOCSTI/TIOCLINUX (EPERM),
-            by a seccomp filter (amd64, arm64); descriptors other than stdio; stdio that is a directory
-            outside FUSE or a file in the backing root.
+            capabilities (all dropped, the bounding set too; no_new_privs);
+            mount events of the host (the jail's mounts are private after
+            the set-up); Unix sockets (socket(AF_UNIX): EACCES, so the
+            daemon cannot be asked to widen the policy), io_uring (ENOSYS)
+            and TIOCSTI/TIOCLINUX (EPERM), by a seccomp filter (amd64,
+            arm64); descriptors other than stdio; stdio that is a
+            directory outside FUSE or a file in the backing root.
   second    Landlock, one ruleset: write only in the views, TMPDIR, the
   layer     --allow-write directories and the terminal devices; renames and
             links between them work.
