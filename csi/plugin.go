@@ -474,6 +474,7 @@ func (p *Plugin) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		return nil, invalid("volume %q: mount_flags %q: not supported (set the policy with the volume attributes)", vid, f)
 	}
 	readOnly := req.GetReadonly() || mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY || mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	given := filepath.Clean(target)
 	target = canonicalTarget(target)
 	for name, d := range map[string]string{"state directory": p.m.StateDir(), "mount base": p.m.MountBase()} {
 		if identity.Within(target, d) || identity.Within(d, target) {
@@ -506,6 +507,9 @@ func (p *Plugin) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	labels := map[string]string{
 		LabelVolume: vid, LabelTarget: target,
 		LabelReadOnly: strconv.FormatBool(readOnly), LabelContext: v.digest,
+	}
+	if given != target {
+		labels[LabelTargetGiven] = given
 	}
 	for k, val := range v.labels {
 		labels[k] = val
@@ -596,6 +600,7 @@ func (p *Plugin) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	case !filepath.IsAbs(target):
 		return nil, invalid("volume %q: target_path %q: must be absolute", vid, target)
 	}
+	given := filepath.Clean(target)
 	target = canonicalTarget(target)
 	defer p.lock(vid)()
 	p.mu.Lock()
@@ -611,6 +616,9 @@ func (p *Plugin) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 			p.forget(vid)
 			known = false
 		}
+	}
+	if known && s.Labels[LabelTarget] != target && s.Labels[LabelTargetGiven] == given {
+		target = s.Labels[LabelTarget] // the pod directory is gone: its spelling matches
 	}
 	if !known || s.Labels[LabelTarget] != target {
 		// Not published here: clear a dead wsfs mount a lost plugin left.

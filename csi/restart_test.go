@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -143,5 +144,50 @@ func TestConcurrentPublishes(t *testing.T) {
 	}
 	if got := entries(t, filepath.Join(e.state, "sessions")); len(got) != 0 {
 		t.Fatalf("session files left: %v", got)
+	}
+}
+
+// A target reached through a symlinked kubelet directory whose pod
+// directory vanished while the plugin was down: the restart reports it
+// ("not restored"), and NodeUnpublishVolume with kubelet's spelling still
+// finds the volume and removes its session.
+func TestUnpublishAfterPodDirGone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test; skipped with -short")
+	}
+	e := newEnv(t)
+	root := mkProject(t, e, "proj")
+	link := filepath.Join(e.dir, "kubelet-pods")
+	if err := os.Symlink(e.pods, link); err != nil {
+		t.Fatal(err)
+	}
+	podDir := filepath.Join(e.pods, "uid-gone")
+	if err := os.Mkdir(podDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	given := filepath.Join(link, "uid-gone", "mount")
+	p := e.start(t)
+	if err := p.publish("vol-gone", given, false, podAttrs(root, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	p.kill9(t)
+	if err := syscall.Unmount(filepath.Join(podDir, "mount"), syscall.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(podDir); err != nil {
+		t.Fatal(err)
+	}
+	p = e.start(t)
+	if !strings.Contains(p.logText(), "csi: target not restored") {
+		t.Fatalf("the restart does not report the lost target:\n%s", p.logText())
+	}
+	if err := p.unpublish("vol-gone", given); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(t, filepath.Join(e.state, "sessions")); len(got) != 0 {
+		t.Fatalf("session files left: %v", got)
+	}
+	if left := mountsUnder(t, e.dir); len(left) != 0 {
+		t.Fatalf("mounts left: %v", left)
 	}
 }

@@ -60,6 +60,10 @@ const (
 	LabelVolume = "wsfs.io/csi.volume"
 	// LabelTarget is the target_path the session is bind-mounted at.
 	LabelTarget = "wsfs.io/csi.target"
+	// LabelTargetGiven is target_path as kubelet spelled it, when that
+	// differs from LabelTarget (a symlinked kubelet directory): an unpublish
+	// after the pod directory is gone can only be matched by it.
+	LabelTargetGiven = "wsfs.io/csi.target-given"
 	// LabelReadOnly is "true" when the bind at the target is read-only.
 	LabelReadOnly = "wsfs.io/csi.readonly"
 	// LabelContext is a digest of the volume's attributes, so that a
