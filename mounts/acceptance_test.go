@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/wsfs/wsfs/mounts"
-	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // Two sessions on two roots in one daemon: a shell write via `wsfs exec`
@@ -27,7 +27,7 @@ func TestTwoSessionsTwoRoots(t *testing.T) {
 	roots := map[string]string{"one": filepath.Join(dir, "r1"), "two": filepath.Join(dir, "r2")}
 	for id, root := range roots {
 		mkTree(t, root, "sub/")
-		s, err := d.c.Create(ctx, mounts.Spec{ID: id, Root: root})
+		s, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: root})
 		if err != nil {
 			t.Fatalf("create %s: %v", id, err)
 		}
@@ -51,11 +51,11 @@ func TestTwoSessionsTwoRoots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := mounts.Resolution{
+		want := api.Resolution{
 			Session: id, Path: "f", Cwd: mp + "/sub", Display: mp + "/sub/f",
 			Key: filepath.Join(root, "sub", "f"), MountPath: mp + "/sub/f",
-			Read:  mounts.Decision{Allow: true, Rule: "primary:read-write"},
-			Write: mounts.Decision{Allow: true, Rule: "primary:read-write"},
+			Read:  api.Decision{Allow: true, Rule: "primary:read-write"},
+			Write: api.Decision{Allow: true, Rule: "primary:read-write"},
 		}
 		if !reflect.DeepEqual(res, want) {
 			t.Fatalf("resolve %s f:\n got %+v\nwant %+v", id, res, want)
@@ -87,7 +87,7 @@ func TestLinkDotDotOriginAndSymlinkedCwd(t *testing.T) {
 	ctx := context.Background()
 	w := filepath.Join(dir, "w")
 	mkTree(t, w, "t/d/", "t/x", "t/p/x", "t/p/sl -> ../d", "link -> t/d", "x")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "dd", Root: w + "/link/.."})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "dd", Root: w + "/link/.."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestWorkingDirectory(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "a/b/", "file")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "wd", Root: root})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "wd", Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,14 +166,14 @@ func TestWorkingDirectory(t *testing.T) {
 	}
 
 	// A child session inherits the parent's directory.
-	child, err := d.c.Create(ctx, mounts.Spec{ID: "wd-child", Root: root, Parent: "wd"})
+	child, err := d.c.Create(ctx, api.CreateRequest{ID: "wd-child", Root: root, Parent: "wd"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := child.Mountpoint + "/a/b"; child.Cwd != want || child.CwdPhysical != root+"/a/b" || child.Parent != "wd" {
 		t.Fatalf("child: cwd %q physical %q parent %q, want %q", child.Cwd, child.CwdPhysical, child.Parent, want)
 	}
-	explicit, err := d.c.Create(ctx, mounts.Spec{ID: "wd-explicit", Root: root, Cwd: "a"})
+	explicit, err := d.c.Create(ctx, api.CreateRequest{ID: "wd-explicit", Root: root, Cwd: "a"})
 	if err != nil || explicit.Cwd != explicit.Mountpoint+"/a" {
 		t.Fatalf("explicit cwd: %+v %v", explicit, err)
 	}
@@ -199,7 +199,7 @@ func TestWorkingDirectory(t *testing.T) {
 		t.Fatalf("recover event: %+v", ev)
 	}
 	r := d.wsfs(t, "session", "events", "wd", "--json")
-	var el mounts.EventList
+	var el api.EventList
 	if err := json.Unmarshal([]byte(r.stdout), &el); err != nil || r.code != 0 || len(el.Events) != 2 || el.Events[1].Type != "recover" {
 		t.Fatalf("session events: exit %d %q: %+v %v", r.code, r.stdout, el, err)
 	}
@@ -235,7 +235,7 @@ func TestExecConfine(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "sub/")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "cf", Root: root})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "cf", Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,24 +293,24 @@ func TestPolicyLiveAndMetrics(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, ".git/hooks/", "sub/")
-	if _, err := d.c.Create(ctx, mounts.Spec{ID: "pl", Root: root}); err != nil {
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "pl", Root: root}); err != nil {
 		t.Fatal(err)
 	}
 	r := d.exec(t, "pl", nil, "bash", "-c", "echo x > .git/hooks/pre-commit")
 	if r.code != 1 || !strings.Contains(r.stderr, "Permission denied") {
 		t.Fatalf("write to a protected hook: exit %d stderr %q, want EACCES", r.code, r.stderr)
 	}
-	s, err := d.c.SetPolicy(ctx, "pl", policy.Spec{Mode: policy.ModeReadOnly})
-	if err != nil || s.Mode != policy.ModeReadOnly || s.Policy.Primary != root {
+	s, err := d.c.SetPolicy(ctx, "pl", api.Policy{Mode: api.ModeReadOnly})
+	if err != nil || s.Mode != api.ModeReadOnly || s.Policy.Primary != root {
 		t.Fatalf("set read-only: %+v %v", s, err)
 	}
 	r = d.exec(t, "pl", nil, "bash", "-c", "echo x > f")
 	if r.code != 1 || !strings.Contains(r.stderr, "Read-only file system") {
 		t.Fatalf("write after read-only: exit %d stderr %q, want EROFS", r.code, r.stderr)
 	}
-	_, err = d.c.SetPolicy(ctx, "pl", policy.Spec{Additional: []policy.Root{{Path: root + "/sub", Access: policy.AccessReadWrite}}})
+	_, err = d.c.SetPolicy(ctx, "pl", api.Policy{Additional: []api.Root{{Path: root + "/sub", Access: api.AccessReadWrite}}})
 	wantCode(t, "overlapping policy", err, mounts.CodeInvalid)
-	if s, err := d.c.Get(ctx, "pl"); err != nil || s.Mode != policy.ModeReadOnly {
+	if s, err := d.c.Get(ctx, "pl"); err != nil || s.Mode != api.ModeReadOnly {
 		t.Fatalf("after refused policy: %+v %v, want read-only still", s, err)
 	}
 	rec := readFile(t, filepath.Join(d.stateDir, "sessions", "pl.json"))
@@ -318,8 +318,8 @@ func TestPolicyLiveAndMetrics(t *testing.T) {
 		t.Fatalf("record after refused policy: %s", rec)
 	}
 
-	var h mounts.Health
-	if h, err = d.c.Health(ctx); err != nil || h != (mounts.Health{Status: "ok", Sessions: 1, StateDir: canon(t, d.stateDir), MountBase: canon(t, d.mountBase)}) {
+	var h api.Health
+	if h, err = d.c.Health(ctx); err != nil || h != (api.Health{Status: "ok", Sessions: 1, StateDir: canon(t, d.stateDir), MountBase: canon(t, d.mountBase)}) {
 		t.Fatalf("healthz: %+v %v", h, err)
 	}
 	text, err := d.c.Metrics(ctx)
@@ -356,7 +356,7 @@ func TestRemoveBusy(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "sub/")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "busy", Root: root})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "busy", Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestBadInputLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "sub/", "file")
-	if _, err := d.c.Create(ctx, mounts.Spec{ID: "taken", Root: root}); err != nil {
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "taken", Root: root}); err != nil {
 		t.Fatal(err)
 	}
 	nothingNew := func(what string) {
@@ -447,23 +447,23 @@ func TestBadInputLeavesNothing(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		spec mounts.Spec
+		spec api.CreateRequest
 		code mounts.Code
 		msg  string
 	}{
-		{"duplicate id", mounts.Spec{ID: "taken", Root: root}, mounts.CodeExists, `session "taken": already exists`},
-		{"bad id", mounts.Spec{ID: "a/b", Root: root}, mounts.CodeInvalid, `session id "a/b": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
-		{"dot id", mounts.Spec{ID: "..", Root: root}, mounts.CodeInvalid, `session id "..": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
-		{"long id", mounts.Spec{ID: strings.Repeat("x", 65), Root: root}, mounts.CodeInvalid, `session id "` + strings.Repeat("x", 65) + `": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
-		{"relative origin", mounts.Spec{ID: "n", Root: "root"}, mounts.CodeInvalid, `session "n": root "root": must be an absolute path`},
-		{"missing origin", mounts.Spec{ID: "n", Root: root + "/missing"}, mounts.CodeInvalid, `session "n": root "` + root + `/missing": no such directory`},
-		{"file origin", mounts.Spec{ID: "n", Root: root + "/file"}, mounts.CodeInvalid, `session "n": root "` + root + `/file": not a directory`},
-		{"mountpoint in root", mounts.Spec{ID: "n", Root: root, Mountpoint: root + "/sub/mnt"}, mounts.CodeInvalid, `session "n": mountpoint "` + root + `/sub/mnt" is inside the root ` + root + ` (the mount would contain itself)`},
-		{"mountpoint in use", mounts.Spec{ID: "n", Root: root, Mountpoint: filepath.Join(d.mountBase, "taken")}, mounts.CodeExists, `session "n": mountpoint "` + filepath.Join(d.mountBase, "taken") + `" is in use by session "taken"`},
-		{"overlapping roots", mounts.Spec{ID: "n", Root: root, Policy: policy.Spec{Additional: []policy.Root{{Path: root + "/sub", Access: policy.AccessReadOnly}}}}, mounts.CodeInvalid, ""},
-		{"bad symlink mode", mounts.Spec{ID: "n", Root: root, Symlinks: "sideways"}, mounts.CodeInvalid, `session "n": symlink mode "sideways": must be one of contain, follow`},
-		{"missing parent", mounts.Spec{ID: "n", Root: root, Parent: "nope"}, mounts.CodeInvalid, `session "n": parent "nope": no such session`},
-		{"cwd not a directory", mounts.Spec{ID: "n", Root: root, Cwd: "file"}, mounts.CodeInvalid, `session "n": start directory: "file": not a directory (` + filepath.Join(d.mountBase, "n") + `/file)`},
+		{"duplicate id", api.CreateRequest{ID: "taken", Root: root}, mounts.CodeExists, `session "taken": already exists`},
+		{"bad id", api.CreateRequest{ID: "a/b", Root: root}, mounts.CodeInvalid, `session id "a/b": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
+		{"dot id", api.CreateRequest{ID: "..", Root: root}, mounts.CodeInvalid, `session id "..": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
+		{"long id", api.CreateRequest{ID: strings.Repeat("x", 65), Root: root}, mounts.CodeInvalid, `session id "` + strings.Repeat("x", 65) + `": must be 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".."`},
+		{"relative origin", api.CreateRequest{ID: "n", Root: "root"}, mounts.CodeInvalid, `session "n": root "root": must be an absolute path`},
+		{"missing origin", api.CreateRequest{ID: "n", Root: root + "/missing"}, mounts.CodeInvalid, `session "n": root "` + root + `/missing": no such directory`},
+		{"file origin", api.CreateRequest{ID: "n", Root: root + "/file"}, mounts.CodeInvalid, `session "n": root "` + root + `/file": not a directory`},
+		{"mountpoint in root", api.CreateRequest{ID: "n", Root: root, Mountpoint: root + "/sub/mnt"}, mounts.CodeInvalid, `session "n": mountpoint "` + root + `/sub/mnt" is inside the root ` + root + ` (the mount would contain itself)`},
+		{"mountpoint in use", api.CreateRequest{ID: "n", Root: root, Mountpoint: filepath.Join(d.mountBase, "taken")}, mounts.CodeExists, `session "n": mountpoint "` + filepath.Join(d.mountBase, "taken") + `" is in use by session "taken"`},
+		{"overlapping roots", api.CreateRequest{ID: "n", Root: root, Policy: &api.Policy{Additional: []api.Root{{Path: root + "/sub", Access: api.AccessReadOnly}}}}, mounts.CodeInvalid, ""},
+		{"bad symlink mode", api.CreateRequest{ID: "n", Root: root, Symlinks: "sideways"}, mounts.CodeInvalid, `session "n": symlink mode "sideways": must be one of contain, follow`},
+		{"missing parent", api.CreateRequest{ID: "n", Root: root, Parent: "nope"}, mounts.CodeInvalid, `session "n": parent "nope": no such session`},
+		{"cwd not a directory", api.CreateRequest{ID: "n", Root: root, Cwd: "file"}, mounts.CodeInvalid, `session "n": start directory: "file": not a directory (` + filepath.Join(d.mountBase, "n") + `/file)`},
 	} {
 		_, err := d.c.Create(ctx, tc.spec)
 		wantCode(t, tc.name, err, tc.code)
@@ -495,7 +495,7 @@ func TestBadInputLeavesNothing(t *testing.T) {
 		{"cd unknown field", "POST", "/v1/sessions/taken/cwd", `{"cd":"sub","x":1}`, 400, mounts.CodeInvalid},
 	} {
 		status, body := d.rawRequest(t, tc.method, tc.path, strings.NewReader(tc.body))
-		var eb mounts.ErrorBody
+		var eb api.ErrorBody
 		if err := json.Unmarshal([]byte(body), &eb); err != nil || status != tc.status || eb.Error.Code != tc.code || eb.Error.Message == "" {
 			t.Fatalf("%s: status %d body %q, want %d and code %s", tc.name, status, body, tc.status, tc.code)
 		}
@@ -564,7 +564,7 @@ func TestResolveMountSemantics(t *testing.T) {
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "x", "sub/", "ext -> ../outside/in", "dangling -> ../nowhere/f")
 	mkTree(t, filepath.Join(dir, "outside"), "in/", "x")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "ms", Root: root})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "ms", Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}

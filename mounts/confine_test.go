@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // TestConfineIsolation: a confined command cannot reach the daemon's socket
@@ -21,7 +21,7 @@ func TestConfineIsolation(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "sub/")
-	if _, err := d.c.Create(ctx, mounts.Spec{ID: "iso", Root: root}); err != nil {
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "iso", Root: root}); err != nil {
 		t.Fatal(err)
 	}
 	self, err := os.Executable()

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // kill -9 of the daemon in the middle of 200 concurrent creates and cwd
@@ -46,7 +47,7 @@ func TestKill9DuringCreatesAndCwdChanges(t *testing.T) {
 	for i := 0; i < walkers; i++ {
 		id := fmt.Sprintf("w%02d", i)
 		mkTree(t, rootOf(id), dirs...)
-		if _, err := d.c.Create(ctx, mounts.Spec{ID: id, Root: rootOf(id)}); err != nil {
+		if _, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: rootOf(id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +82,7 @@ func TestKill9DuringCreatesAndCwdChanges(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := d.c.Create(wctx, mounts.Spec{ID: id, Root: rootOf(id)})
+			_, err := d.c.Create(wctx, api.CreateRequest{ID: id, Root: rootOf(id)})
 			if err != nil {
 				apiRefusal("create "+id, err)
 				return
@@ -133,7 +134,7 @@ func TestKill9DuringCreatesAndCwdChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]mounts.Session{}
+	got := map[string]api.Session{}
 	var ids, mps []string
 	for _, s := range list {
 		got[s.ID] = s
@@ -206,7 +207,7 @@ func TestCleanRestart(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []string{"keep", "lose"} {
 		mkTree(t, filepath.Join(dir, id), "sub/")
-		if _, err := d.c.Create(ctx, mounts.Spec{ID: id, Root: filepath.Join(dir, id)}); err != nil {
+		if _, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: filepath.Join(dir, id)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,14 +14,14 @@ import (
 	"testing"
 
 	"github.com/wsfs/wsfs/mounts"
-	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // apiError sends a request and asserts its status, error code and message.
 func (d *daemon) apiError(t *testing.T, method, path, body string, status int, code mounts.Code, msg string) {
 	t.Helper()
 	got, b := d.rawRequest(t, method, path, strings.NewReader(body))
-	var eb mounts.ErrorBody
+	var eb api.ErrorBody
 	if err := json.Unmarshal([]byte(b), &eb); err != nil || got != status || eb.Error.Code != code || eb.Error.Message != msg {
 		t.Fatalf("%s %s: status %d body %q, want %d code %s message %q", method, path, got, b, status, code, msg)
 	}
@@ -46,13 +46,13 @@ func TestTempLikeSessionIDSurvivesRestart(t *testing.T) {
 	const id = "x.json.tmp-1"
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "sub/")
-	if _, err := d.c.Create(ctx, mounts.Spec{ID: id, Root: root}); err != nil {
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: root}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.c.Chdir(ctx, id, "sub"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.SetPolicy(ctx, id, policy.Spec{Mode: policy.ModeReadOnly}); err != nil {
+	if _, err := d.c.SetPolicy(ctx, id, api.Policy{Mode: api.ModeReadOnly}); err != nil {
 		t.Fatal(err)
 	}
 	d.stop()
@@ -65,7 +65,7 @@ func TestTempLikeSessionIDSurvivesRestart(t *testing.T) {
 
 	d2 := startDaemon(t, dir)
 	s, err := d2.c.Get(ctx, id)
-	if err != nil || s.State != mounts.StateMounted || s.Cwd != s.Mountpoint+"/sub" || s.Mode != policy.ModeReadOnly {
+	if err != nil || s.State != mounts.StateMounted || s.Cwd != s.Mountpoint+"/sub" || s.Mode != api.ModeReadOnly {
 		t.Fatalf("%s after restart: %+v %v, want mounted, cwd sub, read-only", id, s, err)
 	}
 	if got, want := entries(t, sessDir), []string{id + ".events", id + ".json"}; !reflect.DeepEqual(got, want) {
@@ -99,10 +99,10 @@ func TestNestingRefused(t *testing.T) {
 	mkTree(t, dir, "xm/", "lnk -> "+base)
 	extMp := filepath.Join(dir, "xm", "mp")
 	free := filepath.Join(dir, "free")
-	if _, err := d.c.Create(ctx, mounts.Spec{ID: "taken", Root: root}); err != nil {
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "taken", Root: root}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.Create(ctx, mounts.Spec{ID: "ext", Root: root2, Mountpoint: extMp}); err != nil {
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "ext", Root: root2, Mountpoint: extMp}); err != nil {
 		t.Fatal(err)
 	}
 	nothingNew := func(what string) {
@@ -157,21 +157,21 @@ func TestNestingRefused(t *testing.T) {
 		{"missing mountpoint inside another root", other, root + "/sub/new", `mountpoint "` + root + `/sub/new" is inside session "taken"'s root ` + root + shadow, 400},
 		{"mountpoint is another root", other, root2, `mountpoint "` + root2 + `" is inside session "ext"'s root ` + root2 + shadow, 400},
 	} {
-		_, err := d.c.Create(ctx, mounts.Spec{ID: "n", Root: tc.root, Mountpoint: tc.mp})
+		_, err := d.c.Create(ctx, api.CreateRequest{ID: "n", Root: tc.root, Mountpoint: tc.mp})
 		wantCode(t, tc.name, err, mounts.CodeInvalid)
 		if want := `session "n": ` + tc.msg; err.Error() != want {
 			t.Fatalf("%s: %q, want %q", tc.name, err.Error(), want)
 		}
 		nothingNew(tc.name)
 	}
-	body, _ := json.Marshal(mounts.Spec{ID: "n", Root: state, Mountpoint: free})
+	body, _ := json.Marshal(api.CreateRequest{ID: "n", Root: state, Mountpoint: free})
 	d.apiError(t, "POST", "/v1/sessions", string(body), 400, mounts.CodeInvalid,
 		`session "n": root "`+state+`" is the state directory `+state+stateRule)
 	nothingNew("api")
 
 	// Overlapping project roots stay legitimate.
 	for id, r := range map[string]string{"inside": root + "/sub", "same": root, "around": dir + "/w"} {
-		if _, err := d.c.Create(ctx, mounts.Spec{ID: id, Root: r}); err != nil {
+		if _, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: r}); err != nil {
 			t.Fatalf("create %s on %s: %v", id, r, err)
 		}
 		if err := d.c.Remove(ctx, id, false); err != nil {
@@ -195,7 +195,7 @@ func TestUnreadableRecordStaysFailed(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []string{"garbage", "empty", "other"} {
 		mkTree(t, filepath.Join(dir, id), "sub/")
-		if _, err := d.c.Create(ctx, mounts.Spec{ID: id, Root: filepath.Join(dir, id)}); err != nil {
+		if _, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: filepath.Join(dir, id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,7 +225,7 @@ func TestUnreadableRecordStaysFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]mounts.Session{}
+	got := map[string]api.Session{}
 	for _, s := range list {
 		got[s.ID] = s
 	}
@@ -243,7 +243,7 @@ func TestUnreadableRecordStaysFailed(t *testing.T) {
 	if len(list) != 4 || got["other"].State != mounts.StateMounted {
 		t.Fatalf("list: %+v, want the 3 failed and other mounted", list)
 	}
-	_, err = d2.c.Create(ctx, mounts.Spec{ID: "garbage", Root: filepath.Join(dir, "garbage")})
+	_, err = d2.c.Create(ctx, api.CreateRequest{ID: "garbage", Root: filepath.Join(dir, "garbage")})
 	wantCode(t, "create over an unreadable record", err, mounts.CodeExists)
 	if err.Error() != `session "garbage": already exists` {
 		t.Fatalf("create over an unreadable record: %q", err.Error())
@@ -282,12 +282,12 @@ func TestRemoveAfterOutsideUnmount(t *testing.T) {
 	d := startDaemon(t, dir)
 	ctx := context.Background()
 	mkTree(t, dir, "ra/", "rb/")
-	a, err := d.c.Create(ctx, mounts.Spec{ID: "a", Root: filepath.Join(dir, "ra")})
+	a, err := d.c.Create(ctx, api.CreateRequest{ID: "a", Root: filepath.Join(dir, "ra")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bm := filepath.Join(dir, "bm")
-	if _, err := d.c.Create(ctx, mounts.Spec{ID: "b", Root: filepath.Join(dir, "rb"), Mountpoint: bm}); err != nil {
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "b", Root: filepath.Join(dir, "rb"), Mountpoint: bm}); err != nil {
 		t.Fatal(err)
 	}
 	for _, mp := range []string{a.Mountpoint, bm} {
@@ -330,7 +330,7 @@ func TestBodyLimitAndNull(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "sub/")
-	if _, err := d.c.Create(ctx, mounts.Spec{ID: "taken", Root: root, Policy: policy.Spec{Mode: policy.ModeReadOnly}}); err != nil {
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "taken", Root: root, Policy: &api.Policy{Mode: api.ModeReadOnly}}); err != nil {
 		t.Fatal(err)
 	}
 	// A JSON value of n bytes, padded with spaces.
@@ -355,7 +355,7 @@ func TestBodyLimitAndNull(t *testing.T) {
 		d.apiError(t, tc.method, tc.path, tc.body, 400, mounts.CodeInvalid, "request body: "+tc.kind+": a JSON object is required")
 	}
 	s, err := d.c.Get(ctx, "taken")
-	if err != nil || s.Mode != policy.ModeReadOnly || s.Policy.Mode != policy.ModeReadOnly || s.Cwd != s.Mountpoint {
+	if err != nil || s.Mode != api.ModeReadOnly || s.Policy.Mode != api.ModeReadOnly || s.Cwd != s.Mountpoint {
 		t.Fatalf("taken after null bodies: %+v %v, want read-only policy, cwd at the root", s, err)
 	}
 	if got := entries(t, filepath.Join(d.stateDir, "sessions")); !reflect.DeepEqual(got, []string{"taken.events", "taken.json"}) {
@@ -377,7 +377,7 @@ func TestRootReplacedOnHost(t *testing.T) {
 	root, elsewhere := filepath.Join(dir, "root"), filepath.Join(dir, "elsewhere")
 	mkTree(t, root, "sub/", "f")
 	mkTree(t, elsewhere, "sub/", "f", "secret/")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "sw", Root: root})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "sw", Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // needJail skips when bubblewrap is missing (hack/ci-setup.sh installs it).
@@ -89,7 +90,7 @@ func TestJailTooOpen(t *testing.T) {
 	if r := d.wsfs(t, "session", "create", "s1", "--root", proj, "--add-root", secret+"=none"); r.code != 0 {
 		t.Fatalf("create s1: %s", r.stderr)
 	}
-	s2, err := d.c.Create(ctx, mounts.Spec{ID: "s2", Root: other})
+	s2, err := d.c.Create(ctx, api.CreateRequest{ID: "s2", Root: other})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestJailEndedBeforeRemove(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "f")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "je", Root: root})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "je", Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +324,7 @@ func BenchmarkExecConfine(b *testing.B) {
 	d := startDaemon(b, dir)
 	root := filepath.Join(dir, "root")
 	mkTree(b, root, "f")
-	if _, err := d.c.Create(context.Background(), mounts.Spec{ID: "bench", Root: root}); err != nil {
+	if _, err := d.c.Create(context.Background(), api.CreateRequest{ID: "bench", Root: root}); err != nil {
 		b.Fatal(err)
 	}
 	for _, mode := range []struct{ name, flag string }{{"plain", ""}, {"confine", "--confine"}} {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // TestMeasureSessionsPerDaemon is the Measure of issue 4: one daemon, 200
@@ -43,7 +43,7 @@ func TestMeasureSessionsPerDaemon(t *testing.T) {
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("s%03d", i)
 		start := time.Now()
-		if _, err := d.c.Create(ctx, mounts.Spec{ID: id, Root: filepath.Join(dir, "roots", id)}); err != nil {
+		if _, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: filepath.Join(dir, "roots", id)}); err != nil {
 			t.Fatal(err)
 		}
 		create = append(create, time.Since(start))

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/wsfs/wsfs/mounts"
-	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // TestPolicyPatchLive: a session created read-only is widened with `wsfs
@@ -104,14 +104,14 @@ func TestPolicyPatchLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []policy.Root{{Path: canon(t, extra), Access: policy.AccessReadWrite}}
-	if s.Mode != policy.ModeReadOnly || fmt.Sprint(s.Policy.Additional) != fmt.Sprint(want) ||
+	want := []api.Root{{Path: canon(t, extra), Access: api.AccessReadWrite}}
+	if s.Mode != api.ModeReadOnly || fmt.Sprint(s.Policy.Additional) != fmt.Sprint(want) ||
 		!strings.Contains(strings.Join(s.Policy.Protected, ","), ".git/hooks,") || s.Policy.Protected[len(s.Policy.Protected)-1] != ".env" {
 		t.Errorf("after patch: mode %s additional %v protected %v", s.Mode, s.Policy.Additional, s.Policy.Protected)
 	}
 	// The same root again with another access changes it, not a second entry.
-	s, err = d.c.PatchPolicy(ctx, "lp", policy.Patch{Additional: []policy.Root{{Path: extra, Access: policy.AccessReadOnly}}})
-	if err != nil || len(s.Policy.Additional) != 1 || s.Policy.Additional[0].Access != policy.AccessReadOnly {
+	s, err = d.c.PatchPolicy(ctx, "lp", api.PolicyPatch{Additional: []api.Root{{Path: extra, Access: api.AccessReadOnly}}})
+	if err != nil || len(s.Policy.Additional) != 1 || s.Policy.Additional[0].Access != api.AccessReadOnly {
 		t.Errorf("PATCH additional again: %+v %v", s.Policy.Additional, err)
 	}
 	if r := d.wsfs(t, "session", "policy", "lp"); r.code != 2 || !strings.Contains(r.stderr, "give --policy FILE, --mode") {
@@ -120,7 +120,7 @@ func TestPolicyPatchLive(t *testing.T) {
 	d.apiError(t, "PATCH", "/v1/sessions/lp/policy", `{}`, 400, mounts.CodeInvalid, `session "lp": policy patch: empty (give mode, additional or protected)`)
 	d.apiError(t, "PATCH", "/v1/sessions/lp/policy", `{"mode":"wide-open"}`, 400, mounts.CodeInvalid, `session "lp": policy: mode "wide-open": unknown mode (want read-only, workspace-write or full-access)`)
 	d.apiError(t, "PATCH", "/v1/sessions/nope/policy", `{"mode":"read-only"}`, 404, mounts.CodeNotFound, `session "nope": no such session`)
-	if s, err := d.c.Get(ctx, "lp"); err != nil || s.Mode != policy.ModeReadOnly {
+	if s, err := d.c.Get(ctx, "lp"); err != nil || s.Mode != api.ModeReadOnly {
 		t.Errorf("after refused patches: %+v %v, want read-only still", s.Mode, err)
 	}
 	in.Close()

@@ -7,17 +7,20 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wsfs/wsfs/docs"
 	"github.com/wsfs/wsfs/identity"
-	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // MaxBodyBytes is the largest request body the API reads (1 MiB); a larger
@@ -28,58 +31,6 @@ const MaxBodyBytes = 1 << 20
 // its context is done.
 const ShutdownTimeout = time.Minute
 
-// ErrorBody is the JSON body of every API error:
-// {"error":{"code":"not_found","message":"session \"x\": no such session"}}.
-type ErrorBody struct {
-	Error ErrorObject `json:"error"`
-}
-
-// ErrorObject is the inside of ErrorBody.
-type ErrorObject struct {
-	Code    Code   `json:"code"`
-	Message string `json:"message"`
-	// Errno is the name of the errno the failure carries ("ENOTDIR",
-	// "ELOOP", "EACCES" for a walk a resolve or cd refused), as `wsfs
-	// resolve --json` reports it; empty when it carries none.
-	Errno string `json:"errno,omitempty"`
-}
-
-// CwdRequest is the body of POST /v1/sessions/{id}/cwd.
-type CwdRequest struct {
-	// Cd is the directory to change to (see Manager.Chdir).
-	Cd string `json:"cd"`
-}
-
-// SessionList is the body of GET /v1/sessions.
-type SessionList struct {
-	Sessions []Session `json:"sessions"`
-}
-
-// EventList is the body of GET /v1/sessions/{id}/events.
-type EventList struct {
-	Session string  `json:"session"`
-	Events  []Event `json:"events"`
-}
-
-// Health is the body of GET /v1/healthz.
-type Health struct {
-	// Status is "ok".
-	Status string `json:"status"`
-	// Sessions is the number of sessions (mounted or failed).
-	Sessions int `json:"sessions"`
-	// StateDir and MountBase are the daemon's canonical state directory
-	// and mount base (a jail hides them).
-	StateDir  string `json:"state_dir,omitempty"`
-	MountBase string `json:"mount_base,omitempty"`
-}
-
-// Jail is the body of POST /v1/sessions/{id}/jails: the caller, registered
-// as a jail of the session.
-type Jail struct {
-	Session string `json:"session"`
-	PID     int    `json:"pid"`
-}
-
 // API is the daemon's HTTP/1.1 JSON API over a Manager (docs/api.md). It
 // answers only peers whose uid (SO_PEERCRED on the Unix socket) is the
 // daemon's own; others get 403 "forbidden".
@@ -89,6 +40,15 @@ type API struct {
 	uid     uint32
 	metrics *metrics
 	mux     *http.ServeMux
+	routes  []Route
+	openapi []byte // the OpenAPI document as JSON (nil when it does not load)
+}
+
+// Route is one path pattern the API registers and the methods it answers
+// there (net/http.ServeMux pattern syntax: /v1/sessions/{id}).
+type Route struct {
+	Pattern string
+	Methods []string
 }
 
 // NewAPI returns the API of m. logger nil means slog.Default().
@@ -97,7 +57,12 @@ func NewAPI(m *Manager, logger *slog.Logger) *API {
 		logger = slog.Default()
 	}
 	a := &API{m: m, log: logger, uid: uint32(os.Getuid()), metrics: newMetrics(), mux: http.NewServeMux()}
+	var err error
+	if a.openapi, err = docs.OpenAPIJSON(); err != nil {
+		logger.Error("api: the OpenAPI document does not load", "err", err)
+	}
 	a.route("/v1/healthz", map[string]handler{http.MethodGet: a.health})
+	a.route("/v1/openapi.json", map[string]handler{http.MethodGet: a.serveOpenAPI})
 	a.route("/v1/metrics", map[string]handler{http.MethodGet: a.serveMetrics})
 	a.route("/v1/sessions", map[string]handler{http.MethodGet: a.list, http.MethodPost: a.create})
 	a.route("/v1/sessions/{id}", map[string]handler{http.MethodGet: a.get, http.MethodDelete: a.remove})
@@ -115,8 +80,15 @@ func NewAPI(m *Manager, logger *slog.Logger) *API {
 // handler answers one route and method: a status and a body, or an error.
 type handler func(r *http.Request) (int, any, error)
 
+// Routes returns every route the API registers, in registration order, each
+// with its methods sorted.
+func (a *API) Routes() []Route {
+	return slices.Clone(a.routes)
+}
+
 // route registers pattern with one handler per method.
 func (a *API) route(pattern string, methods map[string]handler) {
+	a.routes = append(a.routes, Route{Pattern: pattern, Methods: slices.Sorted(maps.Keys(methods))})
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		h, ok := methods[r.Method]
@@ -141,7 +113,7 @@ func (a *API) finish(w http.ResponseWriter, r *http.Request, route string, start
 		a.log.Error("api", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	status := code.Status()
-	writeJSONStatus(w, status, ErrorBody{Error: ErrorObject{Code: code, Message: err.Error(), Errno: identity.ErrnoName(err)}})
+	writeJSONStatus(w, status, api.ErrorBody{Error: api.ErrorObject{Code: code, Message: err.Error(), Errno: identity.ErrnoName(err)}})
 	a.metrics.observe(route, r.Method, status, time.Since(start))
 }
 
@@ -151,6 +123,11 @@ func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 	switch v := v.(type) {
 	case nil:
 		w.WriteHeader(status)
+		return
+	case rawJSON:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(v)
 		return
 	case metricsText:
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -346,23 +323,28 @@ func sessionID(r *http.Request) (string, error) {
 }
 
 func (a *API) health(r *http.Request) (int, any, error) {
-	return http.StatusOK, Health{Status: "ok", Sessions: a.m.Len(), StateDir: a.m.StateDir(), MountBase: a.m.MountBase()}, nil
+	return http.StatusOK, api.Health{Status: "ok", Sessions: a.m.Len(), StateDir: a.m.StateDir(), MountBase: a.m.MountBase()}, nil
 }
 
 func (a *API) list(r *http.Request) (int, any, error) {
-	return http.StatusOK, SessionList{Sessions: a.m.List(r.Context())}, nil
+	list := a.m.List(r.Context())
+	out := api.SessionList{Sessions: make([]api.Session, len(list))}
+	for i, s := range list {
+		out.Sessions[i] = apiSession(s)
+	}
+	return http.StatusOK, out, nil
 }
 
 func (a *API) create(r *http.Request) (int, any, error) {
-	var spec Spec
-	if err := decodeBody(r, &spec); err != nil {
+	var req api.CreateRequest
+	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
 	}
-	s, err := a.m.Create(r.Context(), spec)
+	s, err := a.m.Create(r.Context(), specOf(req))
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusCreated, s, nil
+	return http.StatusCreated, apiSession(s), nil
 }
 
 func (a *API) get(r *http.Request) (int, any, error) {
@@ -374,7 +356,7 @@ func (a *API) get(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, s, nil
+	return http.StatusOK, apiSession(s), nil
 }
 
 func (a *API) remove(r *http.Request) (int, any, error) {
@@ -399,15 +381,15 @@ func (a *API) setPolicy(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	var spec policy.Spec
-	if err := decodeBody(r, &spec); err != nil {
+	var p api.Policy
+	if err := decodeBody(r, &p); err != nil {
 		return 0, nil, err
 	}
-	s, err := a.m.SetPolicy(r.Context(), id, spec)
+	s, err := a.m.SetPolicy(r.Context(), id, PolicySpec(&p))
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, s, nil
+	return http.StatusOK, apiSession(s), nil
 }
 
 func (a *API) patchPolicy(r *http.Request) (int, any, error) {
@@ -415,15 +397,15 @@ func (a *API) patchPolicy(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	var p policy.Patch
+	var p api.PolicyPatch
 	if err := decodeBody(r, &p); err != nil {
 		return 0, nil, err
 	}
-	s, err := a.m.PatchPolicy(r.Context(), id, p)
+	s, err := a.m.PatchPolicy(r.Context(), id, policyPatch(p))
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, s, nil
+	return http.StatusOK, apiSession(s), nil
 }
 
 // addJail registers the caller (its SO_PEERCRED pid) as a jail of the
@@ -440,7 +422,7 @@ func (a *API) addJail(r *http.Request) (int, any, error) {
 	if err := a.m.AddJail(r.Context(), id, int(p.cred.Pid)); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, Jail{Session: id, PID: int(p.cred.Pid)}, nil
+	return http.StatusOK, api.Jail{Session: id, PID: int(p.cred.Pid)}, nil
 }
 
 func (a *API) cwd(r *http.Request) (int, any, error) {
@@ -452,7 +434,7 @@ func (a *API) cwd(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, wd, nil
+	return http.StatusOK, apiWorkDir(wd), nil
 }
 
 func (a *API) chdir(r *http.Request) (int, any, error) {
@@ -460,7 +442,7 @@ func (a *API) chdir(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	var req CwdRequest
+	var req api.CwdRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
 	}
@@ -468,7 +450,7 @@ func (a *API) chdir(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, wd, nil
+	return http.StatusOK, apiWorkDir(wd), nil
 }
 
 func (a *API) resolve(r *http.Request) (int, any, error) {
@@ -484,7 +466,7 @@ func (a *API) resolve(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, res, nil
+	return http.StatusOK, apiResolution(res), nil
 }
 
 func (a *API) events(r *http.Request) (int, any, error) {
@@ -496,7 +478,11 @@ func (a *API) events(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, EventList{Session: id, Events: ev}, nil
+	out := apiEvents(ev)
+	if out == nil {
+		out = []api.Event{}
+	}
+	return http.StatusOK, api.EventList{Session: id, Events: out}, nil
 }
 
 // serveMetrics is not a JSON handler: it writes Prometheus text itself and
@@ -514,6 +500,17 @@ func (a *API) Metrics() string { return a.render() }
 func (a *API) render() string {
 	return a.metrics.render(a.m)
 }
+
+// serveOpenAPI answers the OpenAPI document (docs/openapi.yaml) as JSON.
+func (a *API) serveOpenAPI(r *http.Request) (int, any, error) {
+	if a.openapi == nil {
+		return 0, nil, errorf(CodeInternal, "openapi: the document embedded in this binary does not load")
+	}
+	return http.StatusOK, rawJSON(a.openapi), nil
+}
+
+// rawJSON is a body that is JSON already.
+type rawJSON []byte
 
 // metricsText is a body written as Prometheus text instead of JSON.
 type metricsText string

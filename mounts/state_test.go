@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // A torn last line (a crash in the middle of an append) is dropped and
@@ -151,7 +153,7 @@ func TestDecodeBody(t *testing.T) {
 		{`{"cd":"x"} {}`, CodeInvalid, "request body: trailing data after the JSON value"},
 		{`{"cd":"x","y":1}`, CodeInvalid, `request body: json: unknown field "y"`},
 	} {
-		var req CwdRequest
+		var req api.CwdRequest
 		err := decodeBody(httptest.NewRequest("POST", "/v1/sessions/s/cwd", strings.NewReader(tc.body)), &req)
 		short := tc.body
 		if len(short) > 40 {

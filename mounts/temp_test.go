@@ -6,8 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wsfs/wsfs/mounts"
-	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // A session whose policy names no temp area gets its own temp directory as
@@ -19,7 +18,7 @@ func TestSessionTempArea(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "sub/")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "tmp", Root: root})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "tmp", Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,12 +35,12 @@ func TestSessionTempArea(t *testing.T) {
 	}
 	check("create", filepath.Join(s.TmpDir, "f"), "temp:read-write")
 	check("create", shared, "outside:read-only")
-	if _, err := d.c.SetPolicy(ctx, "tmp", policy.Spec{Mode: policy.ModeWorkspaceWrite}); err != nil {
+	if _, err := d.c.SetPolicy(ctx, "tmp", api.Policy{Mode: api.ModeWorkspaceWrite}); err != nil {
 		t.Fatal(err)
 	}
 	check("policy without temp", filepath.Join(s.TmpDir, "f"), "temp:read-write")
 	check("policy without temp", shared, "outside:read-only")
-	if _, err := d.c.SetPolicy(ctx, "tmp", policy.Spec{Mode: policy.ModeWorkspaceWrite, Temp: []string{}}); err != nil {
+	if _, err := d.c.SetPolicy(ctx, "tmp", api.Policy{Mode: api.ModeWorkspaceWrite, Temp: []string{}}); err != nil {
 		t.Fatal(err)
 	}
 	check("temp: []", filepath.Join(s.TmpDir, "f"), "outside:read-only")

@@ -16,6 +16,7 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // wantErrno checks that err is a CodeInvalid refusal carrying errno (the
@@ -42,7 +43,7 @@ func TestMutualRecursionLink(t *testing.T) {
 		id := "rec-" + string(mode)
 		root := filepath.Join(dir, id)
 		mkTree(t, root, "a -> ../mnt/"+id+"/a", "f", "sub/")
-		s, err := d.c.Create(ctx, mounts.Spec{ID: id, Root: root, Symlinks: mode})
+		s, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: root, Symlinks: string(mode)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestDaemonDifferential(t *testing.T) {
 	}
 	dirs := diffTree(t, rng, dir, root)
 	mkTree(t, root, "loop -> l2", "l2 -> loop")
-	s, err := d.c.Create(ctx, mounts.Spec{ID: "diff", Root: root})
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "diff", Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}

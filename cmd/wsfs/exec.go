@@ -15,6 +15,7 @@ import (
 
 	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/api"
 	"github.com/wsfs/wsfs/mounts/client"
 	"github.com/wsfs/wsfs/policy"
 )
@@ -137,8 +138,8 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	if err != nil {
 		return apiFailure(cmd, err)
 	}
-	var others []mounts.Session
-	var health mounts.Health
+	var others []api.Session
+	var health api.Health
 	if confineMode != confineNone {
 		if others, err = c.List(cmd.Context()); err != nil {
 			return apiFailure(cmd, err)
@@ -217,7 +218,7 @@ func execFailure(cmd *cobra.Command, err error) error {
 // daemon's state, socket and mount base directories and every other
 // session's root, mountpoint and temp directory hidden (but those inside
 // this session's views, which its policy decides).
-func jailSpec(s mounts.Session, wd mounts.WorkDir, others []mounts.Session, h mounts.Health, socketDir string, writable []string) confine.Spec {
+func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health, socketDir string, writable []string) confine.Spec {
 	spec := confine.Spec{
 		Views:    []confine.View{{Path: s.Root, Source: s.Mountpoint}},
 		Writable: append([]string{s.TmpDir}, writable...),
@@ -232,7 +233,7 @@ func jailSpec(s mounts.Session, wd mounts.WorkDir, others []mounts.Session, h mo
 		}
 	}
 	var protected []string // what the policy protects, for roots bound directly
-	if pol, err := policy.Compile(s.Policy); err == nil {
+	if pol, err := policy.Compile(mounts.PolicySpec(&s.Policy)); err == nil {
 		protected = pol.ProtectedPaths()
 	}
 	if hostView != "" {
@@ -243,11 +244,11 @@ func jailSpec(s mounts.Session, wd mounts.WorkDir, others []mounts.Session, h mo
 	}
 	for _, r := range s.Policy.Additional {
 		switch {
-		case r.Access == policy.AccessNone:
+		case r.Access == api.AccessNone:
 			spec.Hidden = append(spec.Hidden, r.Path)
 		case hostView != "":
 			spec.Views = append(spec.Views, confine.View{Path: r.Path, Source: hostView + r.Path})
-		case r.Access == policy.AccessReadWrite:
+		case r.Access == api.AccessReadWrite:
 			spec.Writable = append(spec.Writable, r.Path)
 			spec.Backing = append(spec.Backing, r.Path)
 			for _, p := range protected {

@@ -12,6 +12,7 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/api"
 	"github.com/wsfs/wsfs/mounts/client"
 	"github.com/wsfs/wsfs/policy"
 )
@@ -57,16 +58,16 @@ func daemonClient(cmd *cobra.Command) *client.Client {
 // Exit code 2 for bad input (invalid, too_large), 1 otherwise.
 func apiFailure(cmd *cobra.Command, err error) error {
 	msg := firstLine(err.Error())
-	code := string(mounts.CodeOf(err))
-	if _, ok := err.(*mounts.Error); !ok {
+	code := string(api.CodeOf(err))
+	if _, ok := err.(*api.Error); !ok {
 		code = "unreachable"
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", msg)
 	if jsonOutput(cmd) {
 		writeJSON(cmd.OutOrStdout(), map[string]any{"error": errorObject{Code: code, Message: msg}})
 	}
-	switch mounts.CodeOf(err) {
-	case mounts.CodeInvalid, mounts.CodeTooLarge:
+	switch api.CodeOf(err) {
+	case api.CodeInvalid, api.CodeTooLarge:
 		if code != "unreachable" {
 			return &reportedError{code: exitUsage}
 		}
@@ -94,7 +95,10 @@ resolved as the kernel does) at --mountpoint (default <mount-base>/ID), with the
 policy built from --policy FILE (JSON or YAML) as a base and --mode, --add-root
 and --protect overriding or adding to it. The working directory starts at the
 mount root, at the --parent session's current directory, or at --cwd (relative
-to the mount root). Prints the session (see "session show").`,
+to the mount root). With --parent, the policy and symlink mode not given here
+are the parent's, and the new session may not be granted more than the parent.
+Prints one line (session, physical root, mountpoint, mode, cwd); with --json
+the session object (see "session show").`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
@@ -124,9 +128,11 @@ to the mount root). Prints the session (see "session show").`,
 				return err
 			}
 			spec = spec.Apply(patch)
-			sl, err := fusefs.ParseSymlinkMode(symlinks)
-			if err != nil {
-				return errUsage("--symlinks: %s", err)
+			sl := fusefs.SymlinkMode("")
+			if symlinks != "" {
+				if sl, err = fusefs.ParseSymlinkMode(symlinks); err != nil {
+					return errUsage("--symlinks: %s", err)
+				}
 			}
 			if parent != "" && cwd != "" {
 				return errUsage("session create: --parent and --cwd: give at most one")
@@ -152,14 +158,19 @@ to the mount root). Prints the session (see "session show").`,
 			}
 			c := daemonClient(cmd)
 			defer c.Close()
-			s, err := c.Create(cmd.Context(), mounts.Spec{
-				ID: id, Root: rootAbs, Mountpoint: mp, Policy: spec,
-				Symlinks: sl, Parent: parent, Cwd: cwd, AllowWrite: aw,
+			p := mounts.APIPolicy(spec)
+			s, err := c.Create(cmd.Context(), api.CreateRequest{
+				ID: id, Root: rootAbs, Mountpoint: mp, Policy: &p,
+				Symlinks: string(sl), Parent: parent, Cwd: cwd, AllowWrite: aw,
 			})
 			if err != nil {
 				return apiFailure(cmd, err)
 			}
-			printSession(cmd, s)
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), s)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "session %s: %s mounted at %s (%s), cwd %s\n", s.ID, s.Root, s.Mountpoint, s.Mode, s.Cwd)
 			return nil
 		},
 	}
@@ -168,9 +179,9 @@ to the mount root). Prints the session (see "session show").`,
 	fl.StringVar(&mountpoint, "mountpoint", "", "where to mount (default: <mount-base>/ID)")
 	fl.StringVar(&mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
 	fl.StringArrayVar(&addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
-	fl.StringArrayVar(&protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults (repeatable)")
-	fl.StringVar(&symlinks, "symlinks", "contain", "symlink mode: contain, follow")
-	fl.StringVar(&parent, "parent", "", "start in this session's current directory")
+	fl.StringArrayVar(&protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults "+strings.Join(policy.DefaultProtected, ", ")+" (repeatable)")
+	fl.StringVar(&symlinks, "symlinks", "", "symlink mode: contain (default, or the parent's), follow")
+	fl.StringVar(&parent, "parent", "", "start in this session's current directory, with its policy (narrowed by the flags above)")
 	fl.StringVar(&cwd, "cwd", "", "start in this directory (relative to the mount root, or absolute)")
 	fl.StringVar(&policyFile, "policy", "", "policy file (JSON or YAML) as a base")
 	fl.StringArrayVar(&allowWrite, "allow-write", nil, "a directory the session's jails (exec --confine) may write directly, e.g. a build cache (repeatable)")
@@ -178,7 +189,7 @@ to the mount root). Prints the session (see "session show").`,
 }
 
 // printSession prints s: one line of JSON with --json, else indented JSON.
-func printSession(cmd *cobra.Command, s mounts.Session) {
+func printSession(cmd *cobra.Command, s api.Session) {
 	if jsonOutput(cmd) {
 		writeJSON(cmd.OutOrStdout(), s)
 		return
@@ -206,9 +217,9 @@ ROOT), or with --json as {"sessions":[...]}.`,
 			}
 			if jsonOutput(cmd) {
 				if list == nil {
-					list = []mounts.Session{}
+					list = []api.Session{}
 				}
-				writeJSON(cmd.OutOrStdout(), mounts.SessionList{Sessions: list})
+				writeJSON(cmd.OutOrStdout(), api.SessionList{Sessions: list})
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -313,15 +324,15 @@ session.`,
 			}
 			c := daemonClient(cmd)
 			defer c.Close()
-			var s mounts.Session
+			var s api.Session
 			if file != "" {
 				spec, lerr := loadPolicySpec(file)
 				if lerr != nil {
 					return lerr
 				}
-				s, err = c.SetPolicy(cmd.Context(), args[0], spec.Apply(patch))
+				s, err = c.SetPolicy(cmd.Context(), args[0], mounts.APIPolicy(spec.Apply(patch)))
 			} else {
-				s, err = c.PatchPolicy(cmd.Context(), args[0], patch)
+				s, err = c.PatchPolicy(cmd.Context(), args[0], mounts.APIPatch(patch))
 			}
 			if err != nil {
 				return apiFailure(cmd, err)
@@ -358,7 +369,7 @@ With --json: {"session","path","physical","changed","events"}.`,
 			}
 			c := daemonClient(cmd)
 			defer c.Close()
-			var wd mounts.WorkDir
+			var wd api.WorkDir
 			var err error
 			if cmd.Flags().Changed("cd") {
 				wd, err = c.Chdir(cmd.Context(), args[0], cd)
@@ -409,8 +420,8 @@ tabs. With --json, one object per line: {"session","path","cwd","display",
 			for _, p := range args[1:] {
 				res, err := c.Resolve(cmd.Context(), id, p)
 				if err != nil {
-					var me *mounts.Error
-					if e, ok := err.(*mounts.Error); ok && e.Code == mounts.CodeInvalid {
+					var me *api.Error
+					if e, ok := err.(*api.Error); ok && e.Code == api.CodeInvalid {
 						me = e
 					}
 					if me == nil {
@@ -439,7 +450,7 @@ tabs. With --json, one object per line: {"session","path","cwd","display",
 }
 
 // decisionText renders a decision as "op=allow (rule)" or "op=ERRNO (rule)".
-func decisionText(op string, d mounts.Decision) string {
+func decisionText(op string, d api.Decision) string {
 	v := "allow"
 	if !d.Allow {
 		v = d.Errno
@@ -469,9 +480,9 @@ mount root).`,
 			}
 			if jsonOutput(cmd) {
 				if events == nil {
-					events = []mounts.Event{}
+					events = []api.Event{}
 				}
-				writeJSON(cmd.OutOrStdout(), mounts.EventList{Session: args[0], Events: events})
+				writeJSON(cmd.OutOrStdout(), api.EventList{Session: args[0], Events: events})
 				return nil
 			}
 			return printEvents(cmd.OutOrStdout(), events)
@@ -480,7 +491,7 @@ mount root).`,
 }
 
 // printEvents prints events as a table.
-func printEvents(w io.Writer, events []mounts.Event) error {
+func printEvents(w io.Writer, events []api.Event) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tFROM\tTO\tREASON")
 	for _, e := range events {

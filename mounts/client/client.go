@@ -1,10 +1,11 @@
 // Package client is a Go client of the wsfs daemon's API (`wsfs serve`, see
 // docs/api.md): HTTP/1.1 JSON over the daemon's Unix socket.
 //
-// Every method returns the daemon's refusals as a *mounts.Error carrying the
-// stable code, so callers match them with errors.Is(err, mounts.ErrNotFound)
-// (or mounts.CodeOf(err)); a daemon that cannot be reached gives a plain
-// error naming the socket.
+// Every method returns the daemon's refusals as an *api.Error carrying the
+// stable code, so callers match them with errors.Is(err, api.ErrNotFound) (or
+// api.CodeOf(err)); a daemon that cannot be reached gives a plain error naming
+// the socket. The package imports only the standard library and mounts/api:
+// a host that uses it links no FUSE server.
 package client
 
 import (
@@ -23,8 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wsfs/wsfs/mounts"
-	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // DefaultSocket returns the socket path clients and the daemon use when none
@@ -66,7 +66,7 @@ func (c *Client) Socket() string { return c.socket }
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
 // do sends method path with body (JSON-encoded unless nil) and decodes a 2xx
-// answer into out (unless nil). A 4xx/5xx answer becomes a *mounts.Error.
+// answer into out (unless nil). A 4xx/5xx answer becomes an *api.Error.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -96,15 +96,15 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("wsfs daemon at %s: %s %s: reading the answer: %w", c.socket, method, path, err)
 	}
 	if resp.StatusCode >= 400 {
-		var eb mounts.ErrorBody
+		var eb api.ErrorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
-			e := &mounts.Error{Code: eb.Error.Code, Message: eb.Error.Message}
+			e := &api.Error{Code: eb.Error.Code, Message: eb.Error.Message}
 			if errno := errnoNamed(eb.Error.Errno); errno != 0 {
 				e.Err = errno // errors.Is(err, syscall.ELOOP) works on this side too
 			}
 			return e
 		}
-		return &mounts.Error{Code: mounts.CodeInternal, Message: fmt.Sprintf("wsfs daemon at %s: %s %s: HTTP %d: %s", c.socket, method, path, resp.StatusCode, bytes.TrimSpace(data))}
+		return &api.Error{Code: api.CodeInternal, Message: fmt.Sprintf("wsfs daemon at %s: %s %s: HTTP %d: %s", c.socket, method, path, resp.StatusCode, bytes.TrimSpace(data))}
 	}
 	if out == nil {
 		return nil
@@ -133,8 +133,8 @@ func sessionPath(id, suffix string) string {
 }
 
 // Health returns GET /v1/healthz.
-func (c *Client) Health(ctx context.Context) (mounts.Health, error) {
-	var h mounts.Health
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
 	return h, c.do(ctx, http.MethodGet, "/v1/healthz", nil, &h)
 }
 
@@ -145,20 +145,20 @@ func (c *Client) Metrics(ctx context.Context) (string, error) {
 }
 
 // Create creates a session (POST /v1/sessions) and returns it.
-func (c *Client) Create(ctx context.Context, spec mounts.Spec) (mounts.Session, error) {
-	var s mounts.Session
-	return s, c.do(ctx, http.MethodPost, "/v1/sessions", spec, &s)
+func (c *Client) Create(ctx context.Context, req api.CreateRequest) (api.Session, error) {
+	var s api.Session
+	return s, c.do(ctx, http.MethodPost, "/v1/sessions", req, &s)
 }
 
 // List returns every session (GET /v1/sessions), sorted by id.
-func (c *Client) List(ctx context.Context) ([]mounts.Session, error) {
-	var l mounts.SessionList
+func (c *Client) List(ctx context.Context) ([]api.Session, error) {
+	var l api.SessionList
 	return l.Sessions, c.do(ctx, http.MethodGet, "/v1/sessions", nil, &l)
 }
 
 // Get returns session id (GET /v1/sessions/{id}).
-func (c *Client) Get(ctx context.Context, id string) (mounts.Session, error) {
-	var s mounts.Session
+func (c *Client) Get(ctx context.Context, id string) (api.Session, error) {
+	var s api.Session
 	return s, c.do(ctx, http.MethodGet, sessionPath(id, ""), nil, &s)
 }
 
@@ -173,15 +173,15 @@ func (c *Client) Remove(ctx context.Context, id string, force bool) error {
 }
 
 // SetPolicy replaces session id's policy (PUT /v1/sessions/{id}/policy).
-func (c *Client) SetPolicy(ctx context.Context, id string, spec policy.Spec) (mounts.Session, error) {
-	var s mounts.Session
-	return s, c.do(ctx, http.MethodPut, sessionPath(id, "/policy"), spec, &s)
+func (c *Client) SetPolicy(ctx context.Context, id string, p api.Policy) (api.Session, error) {
+	var s api.Session
+	return s, c.do(ctx, http.MethodPut, sessionPath(id, "/policy"), p, &s)
 }
 
 // PatchPolicy changes some fields of session id's policy, live (PATCH
-// /v1/sessions/{id}/policy; policy.Patch says how each field applies).
-func (c *Client) PatchPolicy(ctx context.Context, id string, p policy.Patch) (mounts.Session, error) {
-	var s mounts.Session
+// /v1/sessions/{id}/policy; api.PolicyPatch says how each field applies).
+func (c *Client) PatchPolicy(ctx context.Context, id string, p api.PolicyPatch) (api.Session, error) {
+	var s api.Session
 	return s, c.do(ctx, http.MethodPatch, sessionPath(id, "/policy"), p, &s)
 }
 
@@ -189,34 +189,34 @@ func (c *Client) PatchPolicy(ctx context.Context, id string, p policy.Patch) (mo
 // /v1/sessions/{id}/jails): the daemon holds a pidfd on it and kills it
 // before it unmounts, removes or restarts the session. Call it from the
 // process that then execs the jail in place (same pid).
-func (c *Client) AddJail(ctx context.Context, id string) (mounts.Jail, error) {
-	var j mounts.Jail
+func (c *Client) AddJail(ctx context.Context, id string) (api.Jail, error) {
+	var j api.Jail
 	return j, c.do(ctx, http.MethodPost, sessionPath(id, "/jails"), struct{}{}, &j)
 }
 
 // Cwd returns session id's working directory, validated (GET
 // /v1/sessions/{id}/cwd).
-func (c *Client) Cwd(ctx context.Context, id string) (mounts.WorkDir, error) {
-	var wd mounts.WorkDir
+func (c *Client) Cwd(ctx context.Context, id string) (api.WorkDir, error) {
+	var wd api.WorkDir
 	return wd, c.do(ctx, http.MethodGet, sessionPath(id, "/cwd"), nil, &wd)
 }
 
 // Chdir changes session id's working directory (POST /v1/sessions/{id}/cwd).
-func (c *Client) Chdir(ctx context.Context, id, path string) (mounts.WorkDir, error) {
-	var wd mounts.WorkDir
-	return wd, c.do(ctx, http.MethodPost, sessionPath(id, "/cwd"), mounts.CwdRequest{Cd: path}, &wd)
+func (c *Client) Chdir(ctx context.Context, id, path string) (api.WorkDir, error) {
+	var wd api.WorkDir
+	return wd, c.do(ctx, http.MethodPost, sessionPath(id, "/cwd"), api.CwdRequest{Cd: path}, &wd)
 }
 
 // Resolve resolves path in session id (GET /v1/sessions/{id}/resolve).
-func (c *Client) Resolve(ctx context.Context, id, path string) (mounts.Resolution, error) {
-	var r mounts.Resolution
+func (c *Client) Resolve(ctx context.Context, id, path string) (api.Resolution, error) {
+	var r api.Resolution
 	return r, c.do(ctx, http.MethodGet, sessionPath(id, "/resolve?path="+url.QueryEscape(path)), nil, &r)
 }
 
 // Events returns session id's working-directory events (GET
 // /v1/sessions/{id}/events), oldest first.
-func (c *Client) Events(ctx context.Context, id string) ([]mounts.Event, error) {
-	var l mounts.EventList
+func (c *Client) Events(ctx context.Context, id string) ([]api.Event, error) {
+	var l api.EventList
 	return l.Events, c.do(ctx, http.MethodGet, sessionPath(id, "/events"), nil, &l)
 }
 
