@@ -33,6 +33,15 @@ func (u undoStack) run() {
 // step when a later one fails, so that an error leaves no mountpoint, record,
 // event log or mount behind.
 //
+// A sub-session (Spec.Parent) inherits, field by field, what its spec leaves
+// out of the parent's policy in force: the mode, the additional roots (less
+// those overlapping its own root), the protected subpaths, and the symlink
+// mode; its temp area is its own temp directory. It may never be granted
+// more than the parent: a wider mode, follow under contain, a protected
+// subpath fewer, or a read or write the parent's policy denies at any root,
+// temp entry or protected name of either policy is refused (ErrInvalid,
+// naming the field and the parent).
+//
 // Errors: ErrInvalid (bad id, relative, missing or non-directory root, a
 // root nested with the state directory, the mount base or another session's
 // mountpoint, bad symlink mode, policy that does not compile, mountpoint
@@ -75,10 +84,14 @@ type creation struct {
 	symlinks fusefs.SymlinkMode
 	pspec    policy.Spec
 	pol      *policy.Policy
-	startRel string // the starting directory, relative to the mount root
-	mp       string // the mountpoint as given (or the default)
-	key      string // its canonical path, reserved in m.mountpoints
-	existed  bool   // the mountpoint existed before Create
+	// The parent's policy and symlink mode, for a sub-session.
+	parentPol   *policy.Policy
+	parentLinks fusefs.SymlinkMode
+	parentAllow []string // the parent's allow_write
+	startRel    string   // the starting directory, relative to the mount root
+	mp          string   // the mountpoint as given (or the default)
+	key         string   // its canonical path, reserved in m.mountpoints
+	existed     bool     // the mountpoint existed before Create
 
 	allowWrite []string // Spec.AllowWrite, canonical
 	tmpDir     string
@@ -167,14 +180,29 @@ func (c *creation) resolveRoot(ctx context.Context) error {
 	return c.m.checkPlace(id, origin, root, "", "")
 }
 
-// compile parses the symlink mode and compiles the policy.
+// compile parses the symlink mode and compiles the policy. A sub-session
+// first inherits what its spec leaves out from the parent, and its policy is
+// refused when it grants more than the parent's.
 func (c *creation) compile(ctx context.Context) error {
+	if c.spec.Parent != "" {
+		var err error
+		if c.parentPol, c.parentLinks, c.parentAllow, err = c.m.parentOf(c.id, c.spec.Parent); err != nil {
+			return err
+		}
+		c.spec = inherit(c.spec, c.root, c.parentPol, c.parentLinks)
+	}
 	symlinks, err := fusefs.ParseSymlinkMode(string(c.spec.Symlinks))
 	if err != nil {
 		return errorf(CodeInvalid, "session %q: %v", c.id, err)
 	}
 	c.symlinks = symlinks
-	c.pspec, c.pol, err = compilePolicy(c.id, c.root, c.spec.Policy)
+	ps := c.spec.Policy
+	if c.parentPol != nil && ps.Temp == nil {
+		// The own temp directory (set once it exists, in mount) is not
+		// the parent's to grant; the host's default temp area is.
+		ps.Temp = []string{}
+	}
+	c.pspec, c.pol, err = compilePolicy(c.id, c.root, ps)
 	if err != nil {
 		return err
 	}
@@ -195,7 +223,13 @@ func (c *creation) compile(ctx context.Context) error {
 		}
 		c.allowWrite = append(c.allowWrite, cw)
 	}
-	return nil
+	if c.parentPol == nil {
+		return nil
+	}
+	if err := checkAllowWrite(c.id, c.spec.Parent, c.parentPol, c.parentAllow, c.allowWrite); err != nil {
+		return err
+	}
+	return checkNarrower(c.id, c.spec.Parent, c.parentPol, c.pol, c.parentLinks, c.symlinks, "")
 }
 
 // startFromParent takes the starting directory from the parent (validated
@@ -208,9 +242,6 @@ func (c *creation) startFromParent(ctx context.Context) error {
 	c.startRel = "."
 	if spec.Parent == "" {
 		return nil
-	}
-	if spec.Parent == id {
-		return errorf(CodeInvalid, "session %q: parent %q: a session cannot be its own parent", id, spec.Parent)
 	}
 	pd, perr := c.m.Cwd(ctx, spec.Parent)
 	if perr != nil {

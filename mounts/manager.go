@@ -166,7 +166,9 @@ func (s *session) snapshot() Session {
 	}
 	out.CwdPhysical = physicalOf(s.rec.Root, s.cwd)
 	if s.pol != nil {
-		out.Mode = s.pol.Mode()
+		// The policy in force, every default filled in (the record keeps
+		// the spec as given).
+		out.Mode, out.Policy = s.pol.Mode(), s.pol.Spec()
 	} else if out.Mode = s.rec.Policy.Mode; out.Mode == "" && !s.unreadable {
 		out.Mode = policy.ModeWorkspaceWrite
 	}

@@ -32,7 +32,9 @@ func compilePolicy(id, root string, spec policy.Spec) (policy.Spec, *policy.Poli
 // policy, so that every process's next operation sees it. On any error the
 // old policy stays in force, in the mount and in the record.
 //
-// Errors: ErrNotFound, ErrFailed, ErrInvalid (the policy does not compile),
+// Errors: ErrNotFound, ErrFailed, ErrInvalid (the policy does not compile,
+// or, for a sub-session whose parent still exists, grants more than the
+// parent's: see Create),
 // CodeInternal (the record write failed).
 func (m *Manager) SetPolicy(ctx context.Context, id string, spec policy.Spec) (Session, error) {
 	s, err := m.locked(id, true)
@@ -51,7 +53,7 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, spec policy.Spec) (S
 // concurrent patches both apply. An empty patch is refused (ErrInvalid).
 //
 // Errors: ErrNotFound, ErrFailed, ErrInvalid (empty patch, or the patched
-// policy does not compile), CodeInternal (the record write failed).
+// policy does not compile or grants more than a parent's), CodeInternal (the record write failed).
 func (m *Manager) PatchPolicy(ctx context.Context, id string, p policy.Patch) (Session, error) {
 	if p.Empty() {
 		return Session{}, errorf(CodeInvalid, "session %q: policy patch: empty (give mode, additional or protected)", id)
@@ -64,6 +66,23 @@ func (m *Manager) PatchPolicy(ctx context.Context, id string, p policy.Patch) (S
 	return m.applyPolicyLocked(s, id, s.rec.Policy.Apply(p))
 }
 
+// checkUnderParent refuses pol for s (locked by the caller) when s is a
+// sub-session whose parent still exists and pol grants more than the
+// parent's policy in force. A removed parent constrains nothing any more.
+func (m *Manager) checkUnderParent(s *session, id string, pol *policy.Policy) error {
+	if s.rec.Parent == "" {
+		return nil
+	}
+	ppol, plinks, _, err := m.parentOf(id, s.rec.Parent)
+	if err != nil {
+		if CodeOf(err) == CodeInvalid {
+			return nil // the parent is gone
+		}
+		return err
+	}
+	return checkNarrower(id, s.rec.Parent, ppol, pol, plinks, s.rec.Symlinks, s.rec.TmpDir)
+}
+
 // applyPolicyLocked compiles spec for s (locked by the caller), writes the
 // record, then swaps the mount's policy; on error nothing changed.
 func (m *Manager) applyPolicyLocked(s *session, id string, spec policy.Spec) (Session, error) {
@@ -72,6 +91,9 @@ func (m *Manager) applyPolicyLocked(s *session, id string, spec policy.Spec) (Se
 	}
 	pspec, pol, err := compilePolicy(id, s.rec.Root, spec)
 	if err != nil {
+		return Session{}, err
+	}
+	if err := m.checkUnderParent(s, id, pol); err != nil {
 		return Session{}, err
 	}
 	rec := s.rec

@@ -434,7 +434,7 @@ func (a *API) cwd(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, apiWorkDir(wd), nil
+	return http.StatusOK, wd, nil
 }
 
 func (a *API) chdir(r *http.Request) (int, any, error) {
@@ -450,7 +450,7 @@ func (a *API) chdir(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, apiWorkDir(wd), nil
+	return http.StatusOK, wd, nil
 }
 
 func (a *API) resolve(r *http.Request) (int, any, error) {
@@ -466,7 +466,7 @@ func (a *API) resolve(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, apiResolution(res), nil
+	return http.StatusOK, res, nil
 }
 
 func (a *API) events(r *http.Request) (int, any, error) {
@@ -478,11 +478,10 @@ func (a *API) events(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := apiEvents(ev)
-	if out == nil {
-		out = []api.Event{}
+	if ev == nil {
+		ev = []api.Event{}
 	}
-	return http.StatusOK, api.EventList{Session: id, Events: out}, nil
+	return http.StatusOK, api.EventList{Session: id, Events: ev}, nil
 }
 
 // serveMetrics is not a JSON handler: it writes Prometheus text itself and

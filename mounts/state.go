@@ -15,6 +15,7 @@ import (
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/mounts/api"
 	"github.com/wsfs/wsfs/policy"
 )
 
@@ -62,28 +63,16 @@ type pending struct {
 	TmpDir     string `json:"tmpdir"`
 }
 
-// Event is one line of a session's working-directory log: a change made by
-// Chdir ("cd") or a recovery to the origin after the directory vanished
-// ("recover"). From and To are paths inside the mount.
-type Event struct {
-	// Seq numbers a session's events from 1, in order.
-	Seq int `json:"seq"`
-	// Time is when the event was logged (UTC).
-	Time time.Time `json:"time"`
-	// Type is "cd" or "recover".
-	Type string `json:"type"`
-	// From is the previous directory, as a path inside the mount.
-	From string `json:"from"`
-	// To is the new directory, as a path inside the mount.
-	To string `json:"to"`
-	// Reason says why a "recover" event happened; empty for "cd".
-	Reason string `json:"reason,omitempty"`
-}
+// Event is one line of a session's working-directory log, as the API shows
+// it too (api.Event): a change made by Chdir ("cd") or a recovery to the
+// origin after the directory vanished ("recover"), numbered from 1, with the
+// directories inside the mount it went from and to.
+type Event = api.Event
 
 // The event types.
 const (
-	EventCd      = "cd"
-	EventRecover = "recover"
+	EventCd      = api.EventCd
+	EventRecover = api.EventRecover
 )
 
 // tmpInfix separates a file's name from the random suffix of its temp files

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/mounts/api"
 	"github.com/wsfs/wsfs/policy"
 )
 
@@ -82,7 +83,10 @@ type Session struct {
 	Mountpoint string `json:"mountpoint"`
 	// Mode is the policy's mode (defaults filled in).
 	Mode policy.Mode `json:"mode"`
-	// Policy is the policy spec in force (as given, Primary set to Root).
+	// Policy is the policy spec in force, every default filled in (the
+	// compiled spec: canonical roots, the mode, the temp entries that exist,
+	// the protected list); for a session that could not be mounted, the
+	// recorded spec.
 	Policy   policy.Spec        `json:"policy"`
 	Symlinks fusefs.SymlinkMode `json:"symlinks"`
 	Parent   string             `json:"parent,omitempty"`
@@ -113,54 +117,21 @@ const (
 	StateFailed  = "failed"
 )
 
-// WorkDir is a session's working directory, as Cwd and Chdir return it.
-type WorkDir struct {
-	Session string `json:"session"`
-	// Path is the directory inside the mount.
-	Path string `json:"path"`
-	// Physical is the directory's physical path on the host.
-	Physical string `json:"physical"`
-	// Changed is true when this call changed the directory (a cd to a new
-	// directory, or a recovery to the origin).
-	Changed bool `json:"changed"`
-	// Events are the events this call logged, oldest first: a "recover"
-	// when the old directory had vanished, then a "cd".
-	Events []Event `json:"events,omitempty"`
-}
+// WorkDir is a session's working directory, as Cwd and Chdir return it
+// (api.WorkDir: session, path inside the mount, physical path, whether this
+// call changed it, and the events it logged).
+type WorkDir = api.WorkDir
 
-// Decision is a policy decision in JSON form.
-type Decision struct {
-	Allow bool `json:"allow"`
-	// Errno names the errno a denial gives ("EROFS", "EACCES", ...).
-	Errno string `json:"errno,omitempty"`
-	// Rule names the rule that decided (policy.Decision.Rule).
-	Rule string `json:"rule"`
-}
+// Decision is a policy decision in JSON form (api.Decision: allow, errno
+// name, rule).
+type Decision = api.Decision
 
-// Resolution is Resolve's answer for one path.
-type Resolution struct {
-	Session string `json:"session"`
-	// Path is the path as asked.
-	Path string `json:"path"`
-	// Cwd is the session's directory (inside the mount) a relative path was
-	// resolved against.
-	Cwd string `json:"cwd"`
-	// Display is the path as a process in the session spells it: the
-	// lexical join with Cwd, or MountPath (Key when the walk left the
-	// mount) when the path has a ".." segment (resolver.Target.Display's
-	// rule, in the mount's namespace).
-	Display string `json:"display"`
-	// Key is the physical key on the host: the object the kernel reaches,
-	// or would create (identity.TargetKey).
-	Key string `json:"key"`
-	// MountPath is the object's path inside the mount; empty when the walk
-	// leaves the mount (an absolute path elsewhere, or ".." above the mount
-	// root), in which case FUSE never sees the access.
-	MountPath string `json:"mount_path,omitempty"`
-	// Read and Write are the policy's decisions on Key.
-	Read  Decision `json:"read"`
-	Write Decision `json:"write"`
-}
+// Resolution is Resolve's answer for one path (api.Resolution). Display is
+// the lexical join with Cwd, or MountPath (Key when the walk left the mount)
+// when the path has a ".." segment (resolver.Display's rule, in the mount's
+// namespace); Key is identity.TargetKey's; MountPath is empty when the walk
+// leaves the mount, in which case FUSE never sees the access.
+type Resolution = api.Resolution
 
 // SessionStats are one mounted session's counters, for metrics.
 type SessionStats struct {

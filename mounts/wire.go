@@ -68,28 +68,3 @@ func apiSession(s Session) api.Session {
 		Created: s.Created, State: s.State, Error: s.Error,
 	}
 }
-
-// apiEvents returns evs as the API shows them (nil stays nil).
-func apiEvents(evs []Event) []api.Event {
-	if evs == nil {
-		return nil
-	}
-	out := make([]api.Event, len(evs))
-	for i, e := range evs {
-		out[i] = api.Event(e)
-	}
-	return out
-}
-
-// apiWorkDir returns wd as the API shows it.
-func apiWorkDir(wd WorkDir) api.WorkDir {
-	return api.WorkDir{Session: wd.Session, Path: wd.Path, Physical: wd.Physical, Changed: wd.Changed, Events: apiEvents(wd.Events)}
-}
-
-// apiResolution returns r as the API shows it.
-func apiResolution(r Resolution) api.Resolution {
-	return api.Resolution{
-		Session: r.Session, Path: r.Path, Cwd: r.Cwd, Display: r.Display, Key: r.Key,
-		MountPath: r.MountPath, Read: api.Decision(r.Read), Write: api.Decision(r.Write),
-	}
-}

@@ -70,16 +70,6 @@ func TestWireFieldsMatch(t *testing.T) {
 	if got, want := jsonOf(t, apiSession(s)), jsonOf(t, s); !reflect.DeepEqual(got, want) {
 		t.Errorf("Session: api JSON\n%v\nwant (mounts JSON)\n%v", got, want)
 	}
-	var wd WorkDir
-	fill(reflect.ValueOf(&wd).Elem(), "w")
-	if got, want := jsonOf(t, apiWorkDir(wd)), jsonOf(t, wd); !reflect.DeepEqual(got, want) {
-		t.Errorf("WorkDir: api JSON\n%v\nwant\n%v", got, want)
-	}
-	var r Resolution
-	fill(reflect.ValueOf(&r).Elem(), "r")
-	if got, want := jsonOf(t, apiResolution(r)), jsonOf(t, r); !reflect.DeepEqual(got, want) {
-		t.Errorf("Resolution: api JSON\n%v\nwant\n%v", got, want)
-	}
 	// Requests go the other way: every field of the API's request reaches
 	// the Manager's Spec.
 	var req api.CreateRequest

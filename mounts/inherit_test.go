@@ -1,0 +1,133 @@
+package mounts_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/mounts/api"
+)
+
+// TestSubSessionInherits: a child (--parent) of a read-only parent with an
+// extra root, its own protected list and follow links comes up with all of
+// them; a child may narrow (mode, a root's access) but never widen (mode,
+// links, protection, a root's access, a root of its own), at create and by
+// a later policy change; once the parent is gone, nothing constrains it.
+func TestSubSessionInherits(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "root")
+	data := filepath.Join(dir, "data")
+	mine := filepath.Join(dir, "mine")
+	mkTree(t, root, "src/", "sub/")
+	mkTree(t, data, "d")
+	mkTree(t, mine, "m")
+
+	parent, err := d.c.Create(ctx, api.CreateRequest{
+		ID: "p", Root: root, Cwd: "src", Symlinks: api.SymlinksFollow,
+		Policy: &api.Policy{Mode: api.ModeWorkspaceWrite, Additional: []api.Root{{Path: data, Access: api.AccessReadOnly}},
+			Protected: []string{".git/hooks", ".env"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.SetPolicy(ctx, "p", api.Policy{Mode: api.ModeReadOnly, Additional: parent.Policy.Additional, Protected: parent.Policy.Protected}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Everything left out comes from the parent.
+	child, err := d.c.Create(ctx, api.CreateRequest{ID: "c", Root: root, Parent: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.Mode != api.ModeReadOnly || child.Policy.Mode != api.ModeReadOnly || child.Symlinks != api.SymlinksFollow ||
+		!slices.Equal(child.Policy.Protected, []string{".git/hooks", ".env"}) ||
+		len(child.Policy.Additional) != 1 || child.Policy.Additional[0] != (api.Root{Path: data, Access: api.AccessReadOnly}) ||
+		child.Parent != "p" || child.Cwd != filepath.Join(d.mountBase, "c", "src") ||
+		!slices.Equal(child.Policy.Temp, []string{child.TmpDir}) {
+		t.Fatalf("child of a read-only parent: %+v", child)
+	}
+	r, err := d.c.Resolve(ctx, "c", "new")
+	if err != nil || r.Write != (api.Decision{Allow: false, Errno: "EROFS", Rule: "primary:read-only"}) {
+		t.Fatalf("child write decision %+v %v, want EROFS primary:read-only", r.Write, err)
+	}
+
+	// Narrower is fine: a none root, a child on a subdirectory.
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "n1", Root: root, Parent: "p", Policy: &api.Policy{
+		Additional: []api.Root{{Path: data, Access: api.AccessNone}}}}); err != nil {
+		t.Fatalf("narrower child: %v", err)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "n2", Root: filepath.Join(root, "sub"), Parent: "p", Mountpoint: filepath.Join(dir, "n2")}); err == nil || !strings.Contains(err.Error(), "outside the root") {
+		// The parent's directory (src) is not inside root/sub.
+		t.Fatalf("child on a subdirectory not holding the parent's cwd: %v", err)
+	}
+
+	// Wider is refused, naming the field and the parent.
+	for _, tc := range []struct {
+		name string
+		req  api.CreateRequest
+		msg  string
+	}{
+		{"mode", api.CreateRequest{ID: "w", Root: root, Parent: "p", Policy: &api.Policy{Mode: api.ModeWorkspaceWrite}},
+			`session "w": policy mode "workspace-write" is wider than parent "p"'s "read-only"; a sub-session may only narrow its parent's policy`},
+		{"protected", api.CreateRequest{ID: "w", Root: root, Parent: "p", Policy: &api.Policy{Protected: []string{}}},
+			`session "w": policy protects less than parent "p": ".git/hooks" is missing from protected; a sub-session may only narrow its parent's policy`},
+		{"root access", api.CreateRequest{ID: "w", Root: root, Parent: "p", Policy: &api.Policy{Additional: []api.Root{{Path: data, Access: api.AccessReadWrite}}}},
+			`session "w": policy is wider than parent "p"'s: it may write ` + data + ` (additional:read-write), the parent may not (additional:read-only); a sub-session may only narrow its parent's policy`},
+	} {
+		_, err := d.c.Create(ctx, tc.req)
+		if mounts.CodeOf(err) != mounts.CodeInvalid || !strings.HasPrefix(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want invalid %q", tc.name, err, tc.msg)
+		}
+	}
+	// A child of a workspace-write parent cannot take follow under
+	// contain, a temp area of its own, nor a root elsewhere.
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "q", Root: root}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.c.Create(ctx, api.CreateRequest{ID: "w", Root: root, Parent: "q", Symlinks: api.SymlinksFollow})
+	if want := `session "w": symlink mode "follow" is wider than parent "q"'s "contain"`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("follow under contain: %v, want %q", err, want)
+	}
+	_, err = d.c.Create(ctx, api.CreateRequest{ID: "w", Root: root, Parent: "q", Policy: &api.Policy{Temp: []string{mine}}})
+	if want := `session "w": policy is wider than parent "q"'s: it may write ` + mine + ` (temp:read-write), the parent may not (outside:read-only)`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("a temp area of its own: %v, want %q", err, want)
+	}
+	_, err = d.c.Create(ctx, api.CreateRequest{ID: "w", Root: mine, Parent: "q", Mountpoint: filepath.Join(dir, "w")})
+	if err == nil || mounts.CodeOf(err) != mounts.CodeInvalid {
+		t.Errorf("child rooted elsewhere: %v, want invalid", err)
+	}
+	if _, err := d.c.Get(ctx, "w"); mounts.CodeOf(err) != mounts.CodeNotFound {
+		t.Errorf("a refused child was left behind: %v", err)
+	}
+
+	// A later policy change of the child may not widen it either...
+	_, err = d.c.PatchPolicy(ctx, "c", api.PolicyPatch{Mode: api.ModeFullAccess})
+	if want := `session "c": policy mode "full-access" is wider than parent "p"'s "read-only"`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("patch widening a child: %v, want %q", err, want)
+	}
+	if s, _ := d.c.Get(ctx, "c"); s.Mode != api.ModeReadOnly {
+		t.Errorf("refused patch changed the mode to %q", s.Mode)
+	}
+	// ... until the parent is gone.
+	for _, id := range []string{"n1", "c"} {
+		if id == "c" {
+			if err := d.c.Remove(ctx, "p", false); err != nil {
+				t.Fatal(err)
+			}
+			if s, err := d.c.PatchPolicy(ctx, "c", api.PolicyPatch{Mode: api.ModeWorkspaceWrite}); err != nil || s.Mode != api.ModeWorkspaceWrite {
+				t.Fatalf("patch after the parent left: %+v %v", s, err)
+			}
+		}
+		if err := d.c.Remove(ctx, id, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.c.Remove(ctx, "q", false); err != nil {
+		t.Fatal(err)
+	}
+}
