@@ -2,11 +2,14 @@
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .PHONY: install test ci demo fmt vet
-# Installs wsfs into $(go env GOPATH)/bin with its version stamped in.
+# Installs wsfs as $(DESTDIR)$(PREFIX)/bin/wsfs (default /usr/local/bin/wsfs)
+# with its version stamped in.
+PREFIX ?= /usr/local
 install:
-	go install -ldflags "-X main.version=$(VERSION)" ./cmd/wsfs
+	mkdir -p $(DESTDIR)$(PREFIX)/bin
+	go build -ldflags "-X main.version=$(VERSION)" -o $(DESTDIR)$(PREFIX)/bin/wsfs ./cmd/wsfs
 test:
-	bash hack/ci-setup.sh && go test -race -count=1 -timeout 60m ./...
+	bash hack/ci-setup.sh && go test -race -count=1 -timeout 60m ./... && (cd clients/typescript && npm test)
 ci:
 	bash .ci/run
 demo:

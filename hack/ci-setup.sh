@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what wsfs's tests and demo need on a Debian machine: fuse3
-# (fusermount3 and the FUSE device), git, bubblewrap (exec --confine), and the
+# (fusermount3 and the FUSE device), git, bubblewrap (exec --confine), the
 # tools the end-to-end tests drive the mount with (python3, flock, stat,
-# truncate); /dev/fuse 0666 and user_allow_other for the tests that run wsfs
-# as an ordinary user. Idempotent: apt-get
+# truncate), Node.js and npm with the TypeScript client's locked
+# dependencies (npm ci in clients/typescript); /dev/fuse 0666 and
+# user_allow_other for the tests that run wsfs as an ordinary user. Idempotent: apt-get
 # runs only when something is missing. Needs root (or sudo).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -22,6 +23,10 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
 command -v truncate >/dev/null 2>&1 || need+=(coreutils)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap) # wsfs exec --confine's jail
+# Node.js and npm for the TypeScript client's tests (clients/typescript):
+# Debian's packages when the machine has none.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ "${#need[@]}" -gt 0 ]; then
 	echo "ci-setup: installing ${need[*]}"
 	"${sudo[@]}" apt-get update -qq
@@ -56,4 +61,7 @@ if [ -n "${STATICCHECK_VERSION:-}" ]; then
 		go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 	fi
 fi
-echo "ci-setup: ok ($(fusermount3 -V 2>&1 | head -n1), $(git --version))"
+# The TypeScript client's dependencies, exactly as package-lock.json pins
+# them (from the npm registry).
+(cd "$(dirname "${BASH_SOURCE[0]}")/../clients/typescript" && npm ci --no-audit --no-fund --loglevel=error)
+echo "ci-setup: ok ($(fusermount3 -V 2>&1 | head -n1), $(git --version), node $(node --version))"
