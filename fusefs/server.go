@@ -232,7 +232,8 @@ func raiseNofile() {
 // CheckMount validates a root and a mountpoint as Mount does and returns their
 // canonical paths. It refuses a missing root or one that is not a directory, a
 // mountpoint that is relative, missing, not a directory, a dead FUSE mount
-// (ENOTCONN), inside the root or containing it, or not empty unless nonEmpty.
+// (ENOTCONN) or a live wsfs mount, inside the root or containing it, or not
+// empty unless nonEmpty.
 func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon string, err error) {
 	if root == "" {
 		return "", "", errors.New("root: required")
@@ -273,6 +274,9 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 	if identity.Within(rootCanon, mpCanon) {
 		return "", "", fmt.Errorf("root %q is inside the mountpoint %q", root, mountpoint)
 	}
+	if table, terr := MountTable(); terr == nil && table[mpCanon].FSType == "fuse.wsfs" {
+		return "", "", fmt.Errorf("mountpoint %q is a live wsfs mount; unmount it first (wsfs unmount %s) or pick another directory", mountpoint, mpCanon)
+	}
 	if !nonEmpty {
 		f, err := os.Open(mpCanon)
 		if err != nil {
@@ -281,7 +285,7 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 		names, _ := f.Readdirnames(1)
 		f.Close()
 		if len(names) > 0 {
-			return "", "", fmt.Errorf("mountpoint %q: not empty (mount over it only with --nonempty, Config.NonEmpty)", mountpoint)
+			return "", "", fmt.Errorf("mountpoint %q: not empty (wsfs mount --nonempty mounts over what is in it)", mountpoint)
 		}
 	}
 	return rootCanon, mpCanon, nil

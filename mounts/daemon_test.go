@@ -120,6 +120,9 @@ func runHelper(action, path string) int {
 		printResult(err)
 		return 0
 	}
+	if action == "jail" {
+		return jailHelper(path)
+	}
 	if action == "hold" {
 		// Hold the working directory until stdin closes.
 		fmt.Println("ready")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -143,6 +144,21 @@ func (c *apiCheck) do(method, path, body string, status int, code api.Code, badR
 		}
 		c.codes[code] = true
 	}
+	c.validateAnswer(method, path, body, resp.StatusCode, resp.Header, got, badRequest)
+	return got
+}
+
+// validate validates an answer received elsewhere (a JSON body).
+func (c *apiCheck) validate(method, path, body string, status int, got []byte) {
+	c.t.Helper()
+	c.validateAnswer(method, path, body, status, http.Header{"Content-Type": {"application/json"}}, got, false)
+}
+
+// validateAnswer validates the request (unless badRequest) and its answer
+// against the document.
+func (c *apiCheck) validateAnswer(method, path, body string, status int, header http.Header, got []byte, badRequest bool) {
+	t := c.t
+	t.Helper()
 	// The request again, for the validator (its body was consumed).
 	vreq, _ := http.NewRequest(method, "http://wsfs"+path, strings.NewReader(body))
 	if body != "" {
@@ -153,7 +169,7 @@ func (c *apiCheck) do(method, path, body string, status int, code api.Code, badR
 		// Not a documented operation (an unknown path or method): the body
 		// must still be the documented error body.
 		c.validateSchema("ErrorBody", got, method+" "+path)
-		return got
+		return
 	}
 	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
 	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: opts}
@@ -163,14 +179,34 @@ func (c *apiCheck) do(method, path, body string, status int, code api.Code, badR
 		}
 	}
 	out := &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		RequestValidationInput: in, Status: status, Header: header,
 		Body: io.NopCloser(bytes.NewReader(got)), Options: opts,
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
-		t.Errorf("%s %s: answer %d %s does not match docs/openapi.yaml: %v", method, path, resp.StatusCode, got, err)
+		t.Errorf("%s %s: answer %d %s does not match docs/openapi.yaml: %v", method, path, status, got, err)
 	}
 	c.seen[method+" "+route.Path+" "+http.StatusText(status)] = true
-	return got
+}
+
+// jailHelper is the "jail" helper action: POST /v1/sessions/s1/jails on the
+// socket at path, print the answer's body; exit 1 unless it is 200.
+func jailHelper(path string) int {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", path)
+	}}}
+	resp, err := hc.Post("http://wsfs/v1/sessions/s1/jails", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	os.Stdout.Write(b)
+	if resp.StatusCode != http.StatusOK {
+		return 1
+	}
+	return 0
 }
 
 // validateSchema validates body against the named component schema.
@@ -213,7 +249,19 @@ func TestOpenAPIAnswers(t *testing.T) {
 	c.do("POST", "/v1/sessions/s1/cwd", `{"cd":"src"}`, 200, "", false)
 	c.do("GET", "/v1/sessions/s1/resolve?path=main.go", "", 200, "", false)
 	c.do("GET", "/v1/sessions/s1/resolve?path=/etc/passwd", "", 200, "", false)
+	// An error that carries an errno.
+	c.do("GET", "/v1/sessions/s1/resolve?path=main.go/x", "", 400, api.CodeInvalid, false)
 	c.do("GET", "/v1/sessions/s1/events", "", 200, "", false)
+	// A jail registers its own pid, and the daemon ends it with its
+	// session: asked by a child, not by this test.
+	cmd := exec.Command(os.Args[0], d.socket)
+	cmd.Env = append(os.Environ(), helperEnv+"=jail")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("jail helper: %v", err)
+	}
+	c.validate("POST", "/v1/sessions/s1/jails", `{}`, 200, out)
+	c.do("POST", "/v1/sessions/nope/jails", `{}`, 404, api.CodeNotFound, false)
 	c.do("PUT", "/v1/sessions/s1/policy", `{"mode":"read-only"}`, 200, "", false)
 	c.do("PATCH", "/v1/sessions/s1/policy", `{"protected":[".env"]}`, 200, "", false)
 	c.do("PATCH", "/v1/sessions/s1/policy", `{"mode":"sideways"}`, 400, api.CodeInvalid, true)

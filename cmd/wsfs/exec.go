@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +43,9 @@ func newExecCmd() *cobra.Command {
 		Short: "Run a command in a session's working directory inside its mount",
 		Long: `Run CMD in session ID's current working directory inside its mount (asked from
 the daemon, validated: a vanished directory recovers to the mount root), with
-WSFS_SESSION (the id) and WSFS_ROOT (the mountpoint) in its environment. wsfs
+WSFS_SESSION (the id) and WSFS_ROOT (the mountpoint) in its environment. A CMD
+with a slash (./run.sh, bin/tool) is found relative to that directory, as a
+shell started there would find it; a bare name is looked up in $PATH. wsfs
 replaces itself with CMD, so CMD's exit status is the exit status.
 
 FUSE sees only what goes through the mount: an absolute path elsewhere, or
@@ -156,13 +159,16 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	env = setEnv(env, "PWD", wd.Path)
 	if confineMode == confineNone {
 		c.Close()
-		path, err := exec.LookPath(args[0])
-		if err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", args[0], firstLine(err.Error()))
-			return &reportedError{code: exitNotFound}
-		}
+		// Into the session's directory first: a relative command
+		// (./run.sh, bin/tool) is found there, as a shell started there
+		// would find it, not in the caller's directory.
 		if err := os.Chdir(wd.Path); err != nil {
 			return fmt.Errorf("exec: session %s: working directory %s: %w", id, wd.Path, err)
+		}
+		path, err := exec.LookPath(args[0])
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", args[0], lookPathText(args[0], wd.Path, err))
+			return &reportedError{code: exitNotFound}
 		}
 		err = syscall.Exec(path, args, env)
 		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", path, firstLine(err.Error()))
@@ -290,4 +296,28 @@ func setEnv(env []string, key, value string) []string {
 		}
 	}
 	return append(out, key+"="+value)
+}
+
+// lookPathText says why exec.LookPath refused name, in the user's terms: a
+// path is looked for in the session's working directory dir, a bare name in
+// $PATH.
+func lookPathText(name, dir string, err error) string {
+	var why string
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, exec.ErrNotFound):
+		why = "no such file"
+	case errors.Is(err, fs.ErrPermission):
+		why = "not executable (permission denied)"
+	case errors.Is(err, exec.ErrDot):
+		return "found only through a relative $PATH entry; name it as ./" + name
+	default:
+		why = firstLine(err.Error())
+	}
+	if strings.Contains(name, "/") {
+		if filepath.IsAbs(name) {
+			return why
+		}
+		return why + " in the session's working directory " + dir
+	}
+	return why + " in $PATH"
 }

@@ -83,7 +83,7 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.StringVar(&f.session, "session", "", "session id for logs, [A-Za-z0-9._-]{1,64}")
 	fl.StringVar(&f.mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
 	fl.StringArrayVar(&f.addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
-	fl.StringArrayVar(&f.protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults .git/hooks and .git/config (repeatable)")
+	fl.StringArrayVar(&f.protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults "+strings.Join(policy.DefaultProtected, ", ")+" (repeatable)")
 	fl.StringVar(&f.symlinks, "symlinks", "contain", "symlink mode: contain, follow")
 	fl.StringVar(&f.hostView, "host-view", "", "host view mountpoint, absolute (default: <mountpoint>@host)")
 	fl.StringVar(&f.policyFile, "policy", "", "policy FILE (JSON or YAML) used as the base")
@@ -91,8 +91,8 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.BoolVar(&f.nonEmpty, "nonempty", false, "allow a non-empty mountpoint")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request to stderr")
 	fl.BoolVar(&f.force, "force", false, "at shutdown, detach the mount lazily even when it is busy")
-	fl.DurationVar(&f.entryTimeout, "entry-timeout", 0, "kernel entry cache timeout (0: the server's default)")
-	fl.DurationVar(&f.attrTimeout, "attr-timeout", 0, "kernel attribute cache timeout (0: the server's default)")
+	fl.DurationVar(&f.entryTimeout, "entry-timeout", 0, fmt.Sprintf("kernel entry cache timeout (0: %v while host changes are watched, else %v)", fusefs.DefaultWatchedTimeout, fusefs.DefaultTimeout))
+	fl.DurationVar(&f.attrTimeout, "attr-timeout", 0, fmt.Sprintf("kernel attribute cache timeout (0: %v while host changes are watched, else %v)", fusefs.DefaultWatchedTimeout, fusefs.DefaultTimeout))
 	return cmd
 }
 
@@ -443,6 +443,19 @@ mount is refused with the processes holding it; --force detaches it lazily.`,
 			if _, err := os.Lstat(mp); errors.Is(err, fs.ErrNotExist) {
 				return errUsage("unmount %q: does not exist", mp)
 			}
+			// The mount table names mount points by their physical path: a
+			// relative MOUNTPOINT, or one reached through a symlinked
+			// directory, is looked up by it. Only the parent is walked: the
+			// mount itself may be dead (ENOTCONN) or busy.
+			abs, err := baseDir(mp)
+			if err != nil {
+				return err
+			}
+			abs = filepath.Clean(abs)
+			if parent, perr := identity.Canonical(filepath.Dir(abs)); perr == nil {
+				abs = filepath.Join(parent, filepath.Base(abs))
+			}
+			mp = abs
 			if err := fusefs.Unmount(mp, force); err != nil {
 				return err
 			}

@@ -95,7 +95,7 @@ func TestMountBadInput(t *testing.T) {
 		{"missing mountpoint dir", []string{"mount", "--root", "proj", "--mountpoint", "nope"}, `mountpoint "` + root + `/nope": does not exist`},
 		{"mountpoint inside root", []string{"mount", "--root", "proj", "--mountpoint", "proj/sub"}, `mountpoint "` + root + `/proj/sub" is inside the root "` + root + `/proj" it would serve (a loop)`},
 		{"root inside mountpoint", []string{"mount", "--root", "outer/inner", "--mountpoint", "outer", "--nonempty"}, `root "` + root + `/outer/inner" is inside the mountpoint "` + root + `/outer"`},
-		{"non-empty mountpoint", []string{"mount", "--root", "proj", "--mountpoint", "full"}, `mountpoint "` + root + `/full": not empty (mount over it only with --nonempty, Config.NonEmpty)`},
+		{"non-empty mountpoint", []string{"mount", "--root", "proj", "--mountpoint", "full"}, `mountpoint "` + root + `/full": not empty (wsfs mount --nonempty mounts over what is in it)`},
 		{"unknown mode", append(base, "--mode", "sideways"), `--mode "sideways": unknown mode (want read-only, workspace-write or full-access)`},
 		{"add-root without =", append(base, "--add-root", "/tmp"), `--add-root "/tmp": want PATH=ro|rw|none`},
 		{"add-root unknown access", append(base, "--add-root", "/tmp=rwx"), `--add-root "/tmp=rwx": unknown access "rwx" (want ro, rw or none)`},

@@ -345,7 +345,7 @@ session.`,
 	fl.StringVar(&file, "policy", "", "policy file (JSON or YAML) replacing the whole policy")
 	fl.StringVar(&mode, "mode", "", "sandbox mode: read-only, workspace-write, full-access")
 	fl.StringArrayVar(&addRoots, "add-root", nil, "add a root PATH=ro|rw|none, or change its access (repeatable)")
-	fl.StringArrayVar(&protect, "protect", nil, "protect SUBPATH of each writable root too (repeatable)")
+	fl.StringArrayVar(&protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the list in force (repeatable)")
 	return cmd
 }
 

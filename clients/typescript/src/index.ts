@@ -20,6 +20,8 @@ export type Session = Schemas["Session"];
 export type SessionList = Schemas["SessionList"];
 export type CreateRequest = Schemas["CreateRequest"];
 export type Policy = Schemas["Policy"];
+export type PolicyPatch = Schemas["PolicyPatch"];
+export type Jail = Schemas["Jail"];
 export type Root = Schemas["Root"];
 export type Mode = Schemas["Mode"];
 export type Access = Schemas["Access"];
@@ -188,6 +190,11 @@ export class Client {
   /** PUT /v1/sessions/{id}/policy: replace the policy, live. */
   setPolicy(id: string, policy: Policy): Promise<Answer<"setPolicy", 200>> {
     return this.#call("PUT", sessionPath(id, "/policy"), 200, policy);
+  }
+
+  /** PATCH /v1/sessions/{id}/policy: change some fields of the policy, live. */
+  patchPolicy(id: string, patch: PolicyPatch): Promise<Answer<"patchPolicy", 200>> {
+    return this.#call("PATCH", sessionPath(id, "/policy"), 200, patch);
   }
 
   /** GET /v1/sessions/{id}/cwd: the working directory, validated. */

@@ -147,6 +147,33 @@ export interface paths {
         patch: operations["patchPolicy"];
         trace?: never;
     };
+    "/v1/sessions/{id}/jails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register the caller as a jail of the session.
+         * @description `wsfs exec --confine` calls it from the process that then execs the
+         *     jail in place: the daemon takes the caller's pid from the socket's
+         *     peer credentials, holds a pidfd on it, and ends the jail before it
+         *     unmounts, removes or restarts the session. The body is an empty
+         *     object.
+         */
+        post: operations["addJail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/cwd": {
         parameters: {
             query?: never;
@@ -234,6 +261,8 @@ export interface components {
                 code: components["schemas"]["Code"];
                 /** @description One line naming the input and the rule. */
                 message: string;
+                /** @description The name of the errno the failure carries (ENOTDIR, ELOOP, EACCES for a walk a resolve or cd refused); absent when it carries none. */
+                errno?: string;
             };
         };
         /** @enum {string} */
@@ -247,7 +276,7 @@ export interface components {
          * @description How the mount presents symlinks (`contain` by default).
          * @enum {string}
          */
-        SymlinkMode: "contain" | "follow" | "resolve";
+        SymlinkMode: "contain" | "follow";
         Root: {
             /** @description An absolute directory. */
             path: string;
@@ -269,6 +298,11 @@ export interface components {
             additional?: components["schemas"]["Root"][];
             temp?: string[] | null;
             protected?: string[] | null;
+            /**
+             * @description The access of paths outside every root; absent for the mode's (read-only, or read-write in full-access), `none` to make them unreachable (EACCES, reads included).
+             * @enum {string}
+             */
+            outside?: "none" | "read-only" | "read-write";
         };
         /** @description The policy fields to change; each may be left out. */
         PolicyPatch: {
@@ -289,6 +323,12 @@ export interface components {
             parent?: string;
             /** @description The start directory: relative to the mount root, absolute inside the mountpoint, or a host path inside the root. At most one of parent and cwd. */
             cwd?: string;
+            /** @description Directories the session's jails (wsfs exec --confine) may write directly, besides the temp directory (a build cache, say); absolute, existing, neither inside the root nor containing it, not "/". A sub-session's must be writable by its parent. */
+            allow_write?: string[];
+            /** @description Free-form key/value pairs kept in the record and added to the session's log lines (at most 32; keys 1 to 128 printable ASCII characters without space, quote, backslash or '='; values at most 1024 bytes without control characters). */
+            labels?: {
+                [key: string]: string;
+            };
         };
         Session: {
             id: string;
@@ -308,6 +348,12 @@ export interface components {
             cwd_physical: string;
             /** @description The session's private temp directory (mode 0700). */
             tmpdir: string;
+            /** @description The directories its jails may write directly (canonical). */
+            allow_write?: string[];
+            /** @description The labels given at create. */
+            labels?: {
+                [key: string]: string;
+            };
             /** Format: date-time */
             created: string;
             /** @enum {string} */
@@ -372,6 +418,14 @@ export interface components {
             /** @constant */
             status: "ok";
             sessions: number;
+            /** @description The daemon's canonical state directory (a jail hides it). */
+            state_dir?: string;
+            /** @description The daemon's canonical mount base (a jail hides it). */
+            mount_base?: string;
+        };
+        Jail: {
+            session: string;
+            pid: number;
         };
     };
     responses: {
@@ -677,6 +731,39 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    addJail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The caller, registered. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Jail"];
                 };
             };
             400: components["responses"]["Invalid"];

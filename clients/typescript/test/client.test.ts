@@ -63,7 +63,7 @@ describe("wsfs client", { skip: skip || false }, () => {
   });
 
   it("creates, lists, shows, steers and removes a session", async () => {
-    assert.deepEqual(await c.health(), { status: "ok", sessions: 0 });
+    assert.deepEqual(await c.health(), { status: "ok", sessions: 0, state_dir: d.stateDir, mount_base: d.mountBase });
     const s = await c.create({ id: "s1", root, cwd: "src" });
     assert.equal(s.id, "s1");
     assert.equal(s.root, root);
@@ -92,6 +92,8 @@ describe("wsfs client", { skip: skip || false }, () => {
     const hooks = await c.resolve("s1", "../.git/hooks/pre-commit");
     assert.deepEqual(hooks.write, { allow: false, errno: "EACCES", rule: "protected:.git/hooks" });
 
+    const patched = await c.patchPolicy("s1", { protected: [".env"] });
+    assert.deepEqual(patched.policy.protected?.slice(-1), [".env"]);
     const ro = await c.setPolicy("s1", { mode: "read-only" });
     assert.equal(ro.mode, "read-only");
     assert.equal((await c.resolve("s1", "x")).write.errno, "EROFS");
