@@ -50,7 +50,8 @@ func checkAllowWrite(id, parentID string, parent *policy.Policy, parentAllow, al
 }
 
 // inherit fills what spec leaves out from the parent's compiled policy and
-// symlink mode: the mode when empty, the additional roots when nil (less
+// symlink mode: the mode and the outside's access when empty, the
+// additional roots when nil (less
 // those that overlap the child's root, which a policy cannot hold next to
 // its primary; the narrowing check below sees to it that dropping one
 // grants nothing), the protected subpaths when nil, and the symlink mode
@@ -70,6 +71,9 @@ func inherit(spec Spec, root string, parent *policy.Policy, parentLinks fusefs.S
 	}
 	if spec.Policy.Protected == nil {
 		spec.Policy.Protected = ps.Protected
+	}
+	if spec.Policy.Outside == "" {
+		spec.Policy.Outside = ps.Outside
 	}
 	if spec.Symlinks == "" {
 		spec.Symlinks = parentLinks
