@@ -369,7 +369,7 @@ func TestJailFallbackWithoutBwrap(t *testing.T) {
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "d1/a", "d2/")
 	outside := filepath.Join(canon(t, t.TempDir()), "outside")
-	if _, err := d.c.Create(context.Background(), mounts.Spec{ID: "fb", Root: root}); err != nil {
+	if _, err := d.c.Create(context.Background(), api.CreateRequest{ID: "fb", Root: root}); err != nil {
 		t.Fatal(err)
 	}
 	noBwrap := t.TempDir() // an empty directory as the whole $PATH

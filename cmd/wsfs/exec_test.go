@@ -11,8 +11,7 @@ import (
 
 	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/identity"
-	"github.com/wsfs/wsfs/mounts"
-	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/mounts/api"
 )
 
 // TestJailSpec: the jail of a session without a host view: its mount at
@@ -28,17 +27,17 @@ func TestJailSpec(t *testing.T) {
 	proj, mainGit := filepath.Join(base, "proj"), filepath.Join(base, "main/.git")
 	require.NoError(t, os.WriteFile(filepath.Join(proj, ".git"), []byte("gitdir: "+mainGit+"/worktrees/p\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(mainGit, "worktrees/p/commondir"), []byte("../..\n"), 0o644))
-	s := mounts.Session{ID: "s1", Root: proj, Mountpoint: filepath.Join(base, "mnt/s1"), TmpDir: filepath.Join(base, "state/tmp/s1"),
-		Policy: policy.Spec{Primary: proj, Temp: []string{}, Additional: []policy.Root{
-			{Path: mainGit, Access: policy.AccessReadWrite},
-			{Path: filepath.Join(base, "secret"), Access: policy.AccessNone},
+	s := api.Session{ID: "s1", Root: proj, Mountpoint: filepath.Join(base, "mnt/s1"), TmpDir: filepath.Join(base, "state/tmp/s1"),
+		Policy: api.Policy{Primary: proj, Temp: []string{}, Additional: []api.Root{
+			{Path: mainGit, Access: api.AccessReadWrite},
+			{Path: filepath.Join(base, "secret"), Access: api.AccessNone},
 		}}}
-	others := []mounts.Session{s,
+	others := []api.Session{s,
 		{ID: "s2", Root: filepath.Join(base, "other"), Mountpoint: filepath.Join(base, "mnt/s2"), TmpDir: filepath.Join(base, "state/tmp/s2")},
 		{ID: "s3", Root: filepath.Join(proj, "inner"), Mountpoint: filepath.Join(base, "mnt/s3"), TmpDir: filepath.Join(base, "state/tmp/s3")},
 	}
-	h := mounts.Health{StateDir: filepath.Join(base, "state"), MountBase: filepath.Join(base, "mnt")}
-	spec := jailSpec(s, mounts.WorkDir{}, others, h, filepath.Join(base, "run"), []string{filepath.Join(base, "cache")})
+	h := api.Health{StateDir: filepath.Join(base, "state"), MountBase: filepath.Join(base, "mnt")}
+	spec := jailSpec(s, api.WorkDir{}, others, h, filepath.Join(base, "run"), []string{filepath.Join(base, "cache")})
 	assert.Equal(t, []confine.View{{Path: proj, Source: s.Mountpoint}}, spec.Views)
 	assert.Equal(t, []string{s.TmpDir, filepath.Join(base, "cache"), mainGit}, spec.Writable)
 	assert.Equal(t, []string{proj, mainGit}, spec.Backing)
