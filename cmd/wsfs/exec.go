@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/confine"
+	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/api"
 	"github.com/wsfs/wsfs/mounts/client"
@@ -258,7 +259,7 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 			spec.Writable = append(spec.Writable, r.Path)
 			spec.Backing = append(spec.Backing, r.Path)
 			for _, p := range protected {
-				if p == r.Path || strings.HasPrefix(p, r.Path+"/") {
+				if identity.Within(p, r.Path) {
 					spec.ReadOnly = append(spec.ReadOnly, p)
 				}
 			}
@@ -276,7 +277,8 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 		}
 		inView := false
 		for _, v := range spec.Views {
-			if p == v.Path || strings.HasPrefix(p, v.Path+"/") {
+			// A view of "/" (an additional root "/") exempts nothing.
+			if v.Path != "/" && identity.Within(p, v.Path) {
 				inView = true
 			}
 		}
