@@ -1,7 +1,10 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,8 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wsfs/wsfs/confine"
+	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/api"
+	"github.com/wsfs/wsfs/policy"
 )
 
 // TestJailSpec: the jail of a session without a host view: its mount at
@@ -51,4 +57,76 @@ func TestJailSpec(t *testing.T) {
 		filepath.Join(base, "other"), filepath.Join(base, "mnt/s2"), filepath.Join(base, "state/tmp/s2"),
 		filepath.Join(base, "mnt/s3"), filepath.Join(base, "state/tmp/s3")}, spec.Hidden,
 		"s3's root lies in this session's view: its policy decides there")
+}
+
+// TestJailSpecHostView: with a host view mounted at <mount-base>/@host/<id>
+// the jail keeps it visible at its own path (escaping links point there)
+// and shows every additional root with access through it, at the root's
+// own path; none roots stay hidden.
+func TestJailSpecHostView(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounts a host view: run as root")
+	}
+	base := tree(t, "proj/", "ro/", "rw/", "secret/", "state/tmp/s1/", "mnt/s1/", "mnt/@host/s1/")
+	proj := filepath.Join(base, "proj")
+	spec := api.Policy{Primary: proj, Temp: []string{}, Additional: []api.Root{
+		{Path: filepath.Join(base, "ro"), Access: api.AccessReadOnly},
+		{Path: filepath.Join(base, "rw"), Access: api.AccessReadWrite},
+		{Path: filepath.Join(base, "secret"), Access: api.AccessNone},
+	}}
+	pol, err := policy.Compile(mounts.PolicySpec(&spec))
+	require.NoError(t, err)
+	hv := filepath.Join(base, "mnt/@host/s1")
+	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{Mountpoint: hv, Policy: pol, Session: "s1",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if err := srv.Unmount(false); err != nil {
+			t.Errorf("unmount %s: %v", hv, err)
+			srv.Unmount(true)
+		}
+	})
+	s := api.Session{ID: "s1", Root: proj, Mountpoint: filepath.Join(base, "mnt/s1"), TmpDir: filepath.Join(base, "state/tmp/s1"), Policy: spec}
+	h := api.Health{StateDir: filepath.Join(base, "state"), MountBase: filepath.Join(base, "mnt")}
+	js := jailSpec(s, api.WorkDir{}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
+	assert.Equal(t, []confine.View{
+		{Path: proj, Source: s.Mountpoint},
+		{Path: hv, Source: hv},
+		{Path: filepath.Join(base, "ro"), Source: hv + filepath.Join(base, "ro")},
+		{Path: filepath.Join(base, "rw"), Source: hv + filepath.Join(base, "rw")},
+	}, js.Views)
+	assert.Equal(t, []string{s.TmpDir}, js.Writable, "no root is bound directly with a host view")
+	assert.Empty(t, js.ReadOnly)
+	assert.Contains(t, js.Hidden, filepath.Join(base, "secret"))
+
+	// The jail itself: the session mounted with this host view, then
+	// writes through each view decided by the policy at the physical path.
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap (bubblewrap) is not installed")
+	}
+	ssrv, err := fusefs.Mount(fusefs.Config{Root: proj, Mountpoint: s.Mountpoint, Policy: pol, Session: "s1", HostView: hv,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if err := ssrv.Unmount(false); err != nil {
+			t.Errorf("unmount %s: %v", s.Mountpoint, err)
+			ssrv.Unmount(true)
+		}
+	})
+	js.Cwd = proj
+	js.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	js.Args = []string{"bash", "-c", `pwd -P; echo w > "$1/rw/f" && echo rw-ok; echo w > "$1/ro/f" || echo ro-refused; ls "$1/secret" | wc -l; echo p > p && echo proj-ok`, "jail", base}
+	cmd, err := js.Command()
+	require.NoError(t, err)
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, stderr)
+	assert.Equal(t, proj+"\nrw-ok\nro-refused\n0\nproj-ok\n", string(out))
+	b, err := os.ReadFile(filepath.Join(base, "rw/f"))
+	assert.Equal(t, "w\n", string(b), err)
+	_, err = os.Stat(filepath.Join(base, "ro/f"))
+	assert.True(t, os.IsNotExist(err), "ro/f written: %v", err)
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsfs/wsfs/confine"
 )
 
 // cliEnv makes the test binary run the wsfs CLI on its arguments instead of
@@ -26,6 +28,7 @@ import (
 const cliEnv = "WSFS_TEST_AS_CLI"
 
 func TestMain(m *testing.M) {
+	confine.Init() // the helper stage of the jails TestJailSpecHostView starts
 	if os.Getenv(cliEnv) == "1" {
 		os.Exit(run(os.Args[1:]))
 	}
