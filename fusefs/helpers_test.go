@@ -142,7 +142,13 @@ type mountSetup struct {
 	spec     policy.Spec
 	cfg      fusefs.Config
 	populate []func(t *testing.T, backing string)
-	noHost   bool // no host view (escaping links keep their stored text)
+	noHost   bool     // no host view (escaping links show their key)
+	hidden   []string // HostViewConfig.Hidden
+}
+
+// withHostHidden adds places the host view hides.
+func withHostHidden(paths ...string) mountOpt {
+	return func(s *mountSetup) { s.hidden = append(s.hidden, paths...) }
 }
 
 // withoutHostView mounts the session without a host view.
@@ -241,7 +247,7 @@ func mountT(t *testing.T, opts ...mountOpt) (backing, mnt string, srv *fusefs.Se
 		hv := hostViewOf(mnt)
 		s.cfg.HostView = hv
 		mountHostViewT(t, fusefs.HostViewConfig{Mountpoint: hv, Policy: s.cfg.Policy, Session: t.Name(),
-			Logger: s.cfg.Logger, NoWatch: s.cfg.NoWatch, Links: map[string]string{backing: mnt, mnt: mnt}})
+			Logger: s.cfg.Logger, NoWatch: s.cfg.NoWatch, Links: map[string]string{backing: mnt, mnt: mnt}, Hidden: s.hidden})
 	}
 	return backing, mnt, mountCfgT(t, s.cfg)
 }

@@ -31,7 +31,10 @@ type HostViewConfig struct {
 	Policy *policy.Policy
 	// Hidden are absolute physical paths treated as a none root (EACCES),
 	// on top of DefaultHidden: the daemon's state, socket and mount base
-	// directories, other sessions' roots, temp areas and mountpoints.
+	// directories, other sessions' roots, temp areas and mountpoints. The
+	// most specific entry decides: the session's own roots, temp areas and
+	// Links keys stay visible inside a hidden place (their ancestors are
+	// passages: looked up, listed with only the names on the way).
 	Hidden []string
 	// Links maps a canonical physical path to the absolute link text shown
 	// there instead of the object: the session root and the session
@@ -95,6 +98,7 @@ var (
 	denyHidden      = policy.Decision{Errno: syscall.EACCES, Rule: "hostview:hidden"}
 	denyMountType   = policy.Decision{Errno: syscall.EACCES, Rule: "hostview:mount-type"}
 	denySessionLink = policy.Decision{Errno: syscall.EACCES, Rule: "hostview:session-link"}
+	denyMountSource = policy.Decision{Errno: syscall.EACCES, Rule: "hostview:mount-source"}
 )
 
 // denial carries a policy decision out of a helper that returns an error.
@@ -122,31 +126,27 @@ func (h *hostView) visible(pol *policy.Policy) []string {
 }
 
 // hiddenAt reports whether p is hidden, and if so whether it is a passage:
-// a strict ancestor of a visible place, reachable for lookups only.
+// a strict ancestor of a visible place, reachable for lookups only. The most
+// specific entry decides: a visible place (the session's roots, temp areas,
+// links) inside a hidden one is visible, a hidden place inside a visible
+// one (another session's root inside an additional root) is hidden.
 func (h *hostView) hiddenAt(pol *policy.Policy, p string) (hidden, passage bool) {
 	vis := h.visible(pol)
-	for _, x := range h.hidden {
-		if identity.Within(p, x) {
-			hidden = true
-			break
-		}
-	}
-	if !hidden {
-		for _, x := range h.defHide {
-			if identity.Within(p, x) {
-				hidden = true
-				for _, v := range vis {
-					if identity.Within(p, v) {
-						hidden = false
-						break
-					}
-				}
-				break
+	hid := -1
+	for _, list := range [2][]string{h.hidden, h.defHide} {
+		for _, x := range list {
+			if len(x) > hid && identity.Within(p, x) {
+				hid = len(x)
 			}
 		}
 	}
-	if !hidden {
+	if hid < 0 {
 		return false, false
+	}
+	for _, v := range vis {
+		if len(v) >= hid && identity.Within(p, v) {
+			return false, false
+		}
 	}
 	for _, v := range vis {
 		if v != p && identity.Within(v, p) {
@@ -191,7 +191,7 @@ func (h *hostView) listFilter(pol *policy.Policy, dir string) func(string) bool 
 // without following it and fstats it, refusing to enter a mount of a
 // refused type: the crossing is detected with RESOLVE_NO_XDEV, the type read
 // from mountinfo.
-func (h *hostView) openChild(dirfd int, name, p string) (int, syscall.Stat_t, error) {
+func (h *hostView) openChild(pol *policy.Policy, dirfd int, name, p string) (int, syscall.Stat_t, error) {
 	fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_XDEV | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -205,9 +205,46 @@ func (h *hostView) openChild(dirfd int, name, p string) (int, syscall.Stat_t, er
 		if !ok || refusedFSType(e.FSType) {
 			return -1, syscall.Stat_t{}, &denial{denyMountType}
 		}
+		for _, src := range mountSources(table, p, e) {
+			if d := pol.Decide(policy.OpRead, src); !d.Allow && d.Errno == syscall.EACCES {
+				return -1, syscall.Stat_t{}, &denial{denyMountSource}
+			}
+		}
 		return openPathStat(dirfd, name)
 	}
 	return statOpened(fd, err)
+}
+
+// mountSources returns where else the file system shown by the mount e at
+// mp is visible: for every other mount of the same device whose root holds
+// e's root, the path there (a bind mount's source). A mount whose source
+// lies in a none root is hidden as the root is.
+func mountSources(table map[string]MountEntry, mp string, e MountEntry) []string {
+	var out []string
+	for other, o := range table {
+		if other == mp || o.Dev != e.Dev || !identity.Within(e.Root, o.Root) {
+			continue
+		}
+		out = append(out, rebase(e.Root, o.Root, other))
+	}
+	return out
+}
+
+// servedMounts maps each session mountpoint among the links (a key whose
+// text is itself) to the physical root shown there (the key whose text is
+// that mountpoint), for linkRules.served.
+func (h *hostView) servedMounts() map[string]string {
+	served := map[string]string{}
+	for k, v := range h.links {
+		if k == v {
+			for r, w := range h.links {
+				if w == v && r != k {
+					served[k] = r
+				}
+			}
+		}
+	}
+	return served
 }
 
 // linkAttr fills the attributes of a session link.
@@ -298,11 +335,12 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 	}
 	mp := filepath.Clean(cfg.Mountpoint)
 	m := &mount{
-		linkRules: linkRules{root: "/", mountpoint: mp, mountCanon: mpCanon, hostView: mp, symlinks: SymlinksContain},
-		dev:       st.Dev,
-		log:       logger,
-		session:   cfg.Session,
-		host:      h,
+		linkRules: linkRules{root: "/", mountpoint: mp, mountCanon: mpCanon, hostView: mp, symlinks: SymlinksContain,
+			served: h.servedMounts()},
+		dev:     st.Dev,
+		log:     logger,
+		session: cfg.Session,
+		host:    h,
 	}
 	m.pol.Store(cfg.Policy)
 	return m.serve(rootFd, &st, serveOpts{

@@ -77,6 +77,37 @@ func TestHostViewShape(t *testing.T) {
 	}
 }
 
+// The most specific entry decides: the session's temp area inside a hidden
+// place stays visible (its ancestors are passages listing only the way to
+// it); a hidden place inside a read-write root is hidden.
+func TestHostViewMostSpecificWins(t *testing.T) {
+	state := canonT(t, t.TempDir())
+	temp := filepath.Join(state, "tmp/s1")
+	mkdirT(t, temp, 0o755)
+	mkdirT(t, filepath.Join(state, "tmp/s2"), 0o755)
+	writeFileT(t, filepath.Join(state, "secret"), "s\n", 0o600)
+	store := canonT(t, t.TempDir())
+	mkdirT(t, filepath.Join(store, "other"), 0o755)
+	writeFileT(t, filepath.Join(store, "other/f"), "o\n", 0o644)
+	_, mnt, _ := mountT(t, withRoot(store, policy.AccessReadWrite), withHostHidden(state, filepath.Join(store, "other")),
+		func(s *mountSetup) { s.spec.Temp = []string{temp} })
+	hv := hostViewOf(mnt)
+	if err := os.WriteFile(hv+temp+"/f", []byte("t\n"), 0o644); err != nil {
+		t.Errorf("write in the temp area inside a hidden place: %v", err)
+	}
+	if got := namesErr(hv + state); strings.Join(got, ",") != "tmp" {
+		t.Errorf("list the hidden state dir: %v, want only the way to the temp area [tmp]", got)
+	}
+	if got := namesErr(hv + state + "/tmp"); strings.Join(got, ",") != "s1" {
+		t.Errorf("list state/tmp: %v, want [s1]", got)
+	}
+	for _, p := range []string{state + "/secret", state + "/tmp/s2", store + "/other/f"} {
+		_, err := os.Lstat(hv + p)
+		wantErrno(t, "lstat hidden "+p, err, syscall.EACCES)
+	}
+	wantErrno(t, "create in a passage", os.WriteFile(hv+state+"/new", nil, 0o644), syscall.EACCES)
+}
+
 // Inside a directory reached through an escaping link, git does not take the
 // project for its repository: the host view is another file system, and
 // git's upward search stops at it (GIT_DISCOVERY_ACROSS_FILESYSTEM unset).
@@ -153,5 +184,32 @@ func TestHostViewBadInput(t *testing.T) {
 		if err.Error() != c.want {
 			t.Errorf("MountHostView(%+v) = %q, want %q", c.cfg, err.Error(), c.want)
 		}
+	}
+}
+
+// A bind mount whose source lies in a none root is hidden as the root is.
+func TestHostViewBindFromNoneRoot(t *testing.T) {
+	sec := canonT(t, t.TempDir())
+	mkdirT(t, filepath.Join(sec, "keys"), 0o755)
+	writeFileT(t, filepath.Join(sec, "keys/k"), "k\n", 0o600)
+	elsewhere := canonT(t, t.TempDir())
+	if err := syscall.Mount(filepath.Join(sec, "keys"), elsewhere, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(elsewhere, syscall.MNT_DETACH) })
+	open := canonT(t, t.TempDir())
+	mkdirT(t, filepath.Join(open, "pub"), 0o755)
+	writeFileT(t, filepath.Join(open, "pub/p"), "p\n", 0o644)
+	pub := canonT(t, t.TempDir())
+	if err := syscall.Mount(filepath.Join(open, "pub"), pub, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(pub, syscall.MNT_DETACH) })
+	_, mnt, _ := mountT(t, withRoot(sec, policy.AccessNone))
+	hv := hostViewOf(mnt)
+	_, err := os.Lstat(hv + elsewhere + "/k")
+	wantErrno(t, "lstat through a bind mount of a none root", err, syscall.EACCES)
+	if b, err := os.ReadFile(hv + pub + "/p"); err != nil || string(b) != "p\n" {
+		t.Errorf("read through an ordinary bind mount: %q, %v", b, err)
 	}
 }

@@ -13,6 +13,9 @@ type MountEntry struct {
 	Dev string
 	// FSType is the file system type ("fuse.wsfs" for a wsfs mount).
 	FSType string
+	// Root is the directory of the file system shown at the mount point
+	// ("/" unless a bind mount shows a subdirectory).
+	Root string
 }
 
 // MountTable returns the mounts of this mount namespace by mount point, from
@@ -38,7 +41,7 @@ func parseMountinfo(data string) map[string]MountEntry {
 		if len(fields) < 5 {
 			continue
 		}
-		e := MountEntry{Dev: fields[2]}
+		e := MountEntry{Dev: fields[2], Root: unescapeMountinfo(fields[3])}
 		for i, f := range fields {
 			if f == "-" && i+1 < len(fields) {
 				e.FSType = fields[i+1]

@@ -297,7 +297,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	var st syscall.Stat_t
 	var err error
 	if m.host != nil {
-		fd, st, err = m.host.openChild(n.fd, name, p)
+		fd, st, err = m.host.openChild(m.policy(), n.fd, name, p)
 	} else {
 		fd, st, err = openPathStat(n.fd, name)
 	}

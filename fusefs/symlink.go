@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -24,6 +25,28 @@ type linkRules struct {
 	// the mount has none: escaping links then keep their stored text.
 	hostView string
 	symlinks SymlinkMode
+	// served maps the mountpoints of the other mounts this server stands
+	// for (a host view's session mount) to the physical directory they
+	// show; the walk never looks into them.
+	served map[string]string
+}
+
+// walker is the physical walk (identity.Walker) with every mount this
+// server serves mapped to what it shows, so computing a key never makes the
+// server a client of its own mounts (a link on the host may lead into one).
+func (r *linkRules) walker() identity.Walker {
+	return identity.Walker{Mount: func(p string) (string, bool, error) {
+		switch {
+		case p == r.mountpoint || p == r.mountCanon:
+			return r.root, true, nil
+		case r.hostView != "" && p == r.hostView:
+			return "/", true, nil
+		}
+		if phys, ok := r.served[p]; ok {
+			return phys, true, nil
+		}
+		return "", false, nil
+	}}
 }
 
 // mapServed maps a path under a mount this server serves (the mountpoint,
@@ -88,7 +111,7 @@ func (r *linkRules) present(dir, text string) (shown, key string) {
 	if !filepath.IsAbs(t) {
 		t = dir + "/" + t
 	}
-	key, err := identity.TargetKey(t)
+	key, err := r.walker().TargetKey(context.Background(), t)
 	if err != nil {
 		if plainText(text) || r.hostView == "" {
 			return text, ""
