@@ -247,7 +247,11 @@ func mountT(t *testing.T, opts ...mountOpt) (backing, mnt string, srv *fusefs.Se
 		hv := hostViewOf(mnt)
 		s.cfg.HostView = hv
 		mountHostViewT(t, fusefs.HostViewConfig{Mountpoint: hv, Policy: s.cfg.Policy, Session: t.Name(),
-			Logger: s.cfg.Logger, NoWatch: s.cfg.NoWatch, Links: map[string]string{backing: mnt, mnt: mnt}, Hidden: s.hidden})
+			// No watcher: inotify instances are a per-user limit (128)
+			// shared by every test binary on the machine, and the tests
+			// change nothing outside the session behind the view's back
+			// that they then read through it within its 1 s timeouts.
+			Logger: s.cfg.Logger, NoWatch: true, Links: map[string]string{backing: mnt, mnt: mnt}, Hidden: s.hidden})
 	}
 	return backing, mnt, mountCfgT(t, s.cfg)
 }

@@ -108,6 +108,9 @@ func TestMountBadInput(t *testing.T) {
 		{"absolute protect", append(base, "--protect", "/etc"), `--protect "/etc": must be a non-empty path relative to each root`},
 		{"negative timeout", append(base, "--entry-timeout", "-1s"), `--entry-timeout -1s: must not be negative`},
 		{"argument", append(base, "extra"), `mount: unexpected argument "extra"`},
+		{"host view relative", append(base, "--host-view", "hv"), `--host-view "hv": must be absolute`},
+		{"host view in the root", append(base, "--host-view", root+"/proj/hv"), `--host-view "` + root + `/proj/hv": must be outside the root "` + root + `/proj" and the mountpoint "` + root + `/mnt"`},
+		{"host view not empty", append(base, "--host-view", root+"/full"), `host view mountpoint "` + root + `/full": not empty`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,4 +120,11 @@ func TestMountBadInput(t *testing.T) {
 			assert.Equal(t, "wsfs: "+c.msg+"\n", errOut)
 		})
 	}
+	// Nothing left behind: no host view directory made, nothing mounted.
+	for _, p := range []string{root + "/mnt@host", root + "/proj/hv", root + "/hv"} {
+		_, err := os.Lstat(p)
+		assert.True(t, os.IsNotExist(err), "%s left behind: %v", p, err)
+	}
+	assert.False(t, mounted(t, root+"/mnt"))
+	assert.False(t, mounted(t, root+"/full"))
 }
