@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -298,7 +300,35 @@ func decodeBody(r *http.Request, v any) error {
 	case err == io.EOF:
 		return errorf(CodeInvalid, "request body: empty, a JSON object is required")
 	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		// In the body's terms, not Go's ("cannot unmarshal number into Go
+		// struct field CwdRequest.cd of type string").
+		where := "the body"
+		if te.Field != "" {
+			where = fmt.Sprintf("field %q", te.Field)
+		}
+		return errorf(CodeInvalid, "request body: %s: want %s, got a JSON %s", where, jsonWant(te.Type), te.Value)
+	}
 	return errorf(CodeInvalid, "request body: %v", err)
+}
+
+// jsonWant names the JSON value a Go type decodes from.
+func jsonWant(t reflect.Type) string {
+	if t == nil {
+		return "another kind of value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct, reflect.Pointer:
+		return "an object"
+	}
+	return "a number"
 }
 
 // jsonKind names the kind of JSON value whose first byte is c.

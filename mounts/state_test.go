@@ -152,6 +152,8 @@ func TestDecodeBody(t *testing.T) {
 		{"", CodeInvalid, "request body: empty, a JSON object is required"},
 		{`{"cd":"x"} {}`, CodeInvalid, "request body: trailing data after the JSON value"},
 		{`{"cd":"x","y":1}`, CodeInvalid, `request body: json: unknown field "y"`},
+		{`{"cd":1}`, CodeInvalid, `request body: field "cd": want a string, got a JSON number`},
+		{`{"cd":["x"]}`, CodeInvalid, `request body: field "cd": want a string, got a JSON array`},
 	} {
 		var req api.CwdRequest
 		err := decodeBody(httptest.NewRequest("POST", "/v1/sessions/s/cwd", strings.NewReader(tc.body)), &req)
