@@ -253,11 +253,26 @@ mount_config() {
 	PID[$c]=$p
 }
 
-# unmount_server MOUNTPOINT PID: unmount by exact path, wait for the server.
+# alive PID: the process exists and is not a zombie.
+alive() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+# unmount_server MOUNTPOINT PID: unmount by exact path, stop the server and
+# wait for it. A mount something still held is detached lazily and its
+# server keeps serving it (go-fuse's loopback ignores SIGTERM then): after
+# 10 s it is killed.
 unmount_server() {
+	local i
 	cd /
 	umount -- "$1" 2>/dev/null || umount -l -- "$1" 2>/dev/null || fusermount3 -u -z -- "$1"
 	kill -TERM "$2" 2>/dev/null || true
+	for ((i = 0; i < 100; i++)); do
+		alive "$2" || break
+		sleep 0.1
+	done
+	if alive "$2"; then
+		log "server $2 still running 10 s after unmounting $1: killing it"
+		kill -KILL "$2" 2>/dev/null || true
+	fi
 	wait "$2" 2>/dev/null || true
 }
 
