@@ -1,10 +1,13 @@
 package mounts_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wsfs/wsfs/mounts/api"
@@ -53,9 +56,46 @@ func TestCLISessionEdges(t *testing.T) {
 	if r := d.exec(t, "s1", nil, "no-such-command-wsfs"); r.code != 127 || r.stderr != "wsfs: exec no-such-command-wsfs: no such file in $PATH\n" {
 		t.Fatalf("exec of an unknown name: exit %d stderr %q", r.code, r.stderr)
 	}
+	// A session over another session's live mount is refused naming it.
+	r = d.wsfs(t, "session", "create", "s3", "--root", root, "--mountpoint", mp)
+	if want := `wsfs: session "s3": mountpoint "` + mp + `" is in use by session "s1"` + "\n"; r.code != 1 || r.stderr != want {
+		t.Fatalf("create over a live mount: exit %d stderr %q", r.code, r.stderr)
+	}
 	for _, id := range []string{"s1", "s2"} {
 		if r := d.wsfs(t, "session", "rm", id); r.code != 0 {
 			t.Fatalf("rm %s: %d %s", id, r.code, r.stderr)
 		}
+	}
+}
+
+// A session whose mountpoint is a live wsfs mount the daemon does not own
+// (a `wsfs mount` there) is refused naming it, not as "not empty".
+func TestCreateOverForeignWsfsMount(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f", "mnt/")
+	mp := filepath.Join(dir, "foreign")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := exec.Command(wsfsBin, "mount", "--root", root, "--mountpoint", mp)
+	var stderr strings.Builder
+	m.Stderr = &stderr
+	out, err := m.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Process.Signal(syscall.SIGTERM); m.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "mounted ") {
+		t.Fatalf("wsfs mount: %q %v; stderr %s", line, err, stderr.String())
+	}
+	r := d.wsfs(t, "session", "create", "s1", "--root", root, "--mountpoint", mp)
+	if want := `wsfs: session "s1": mountpoint "` + mp + `" is a live wsfs mount; unmount it first (wsfs unmount ` + mp + `) or pick another directory` + "\n"; r.code != 1 || r.stderr != want {
+		t.Fatalf("create over a wsfs mount: exit %d stderr %q, want %q", r.code, r.stderr, want)
 	}
 }

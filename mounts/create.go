@@ -313,7 +313,10 @@ func (c *creation) reserveMountpoint(ctx context.Context) error {
 func (c *creation) checkMountpoint(ctx context.Context) error {
 	id, mp, key := c.id, c.mp, c.key
 	if table, terr := fusefs.MountTable(); terr == nil && table[key] != (fusefs.MountEntry{}) {
-		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point", id, mp)
+		if table[key].FSType == "fuse.wsfs" {
+			return errorf(CodeExists, "session %q: mountpoint %q is a live wsfs mount; unmount it first (wsfs unmount %s) or pick another directory", id, mp, key)
+		}
+		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point (%s)", id, mp, table[key].FSType)
 	}
 	switch fi, err := os.Lstat(key); {
 	case err == nil && !fi.IsDir():
