@@ -37,8 +37,8 @@ import (
 //
 // The identity is per thread: the raw setfsuid, setfsgid and setgroups
 // system calls act on the calling thread only (Go's syscall.Setgroups acts
-// on all threads, and syscall.Setfsuid reports the previous fsuid as an
-// error, so neither is used). The switch runs on a goroutine locked to its
+// on all threads; setfsuid(2) and setfsgid(2) return the previous id and
+// never an error, so they are called raw and their effect read back). The switch runs on a goroutine locked to its
 // thread; a thread whose identity could not be restored ends with that
 // goroutine (runtime.LockOSThread), so no other work ever runs on it. The
 // kernel has already checked the caller's access with default_permissions;
