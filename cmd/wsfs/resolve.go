@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -107,5 +108,6 @@ func baseDir(dir string) (string, error) {
 	if dir == "" {
 		return wd, nil
 	}
-	return wd + string(filepath.Separator) + dir, nil
+	// Getwd is "/" at the root: join without doubling the separator.
+	return strings.TrimSuffix(wd, string(filepath.Separator)) + string(filepath.Separator) + dir, nil
 }
