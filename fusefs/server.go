@@ -457,9 +457,9 @@ func Unmount(mountpoint string, force bool) error {
 	case nil:
 		return nil
 	case unix.EINVAL:
-		return fmt.Errorf("unmount %q: not a mountpoint", mountpoint)
+		return &NotMountError{Mountpoint: mountpoint, Why: "not a mountpoint"}
 	case unix.ENOENT:
-		return fmt.Errorf("unmount %q: does not exist", mountpoint)
+		return &NotMountError{Mountpoint: mountpoint, Why: "does not exist"}
 	}
 	return fmt.Errorf("unmount %q: %w", mountpoint, err)
 }
@@ -483,13 +483,26 @@ func checkWsfsMount(mountpoint string) error {
 	switch {
 	case !ok:
 		if _, err := os.Lstat(mountpoint); os.IsNotExist(err) {
-			return fmt.Errorf("unmount %q: does not exist", mountpoint)
+			return &NotMountError{Mountpoint: mountpoint, Why: "does not exist"}
 		}
-		return fmt.Errorf("unmount %q: not a mountpoint", mountpoint)
+		return &NotMountError{Mountpoint: mountpoint, Why: "not a mountpoint"}
 	case e.FSType != "fuse.wsfs":
-		return fmt.Errorf("unmount %q: a %s mount, not a wsfs one", mountpoint, e.FSType)
+		return &NotMountError{Mountpoint: mountpoint, Why: "a " + e.FSType + " mount, not a wsfs one"}
 	}
 	return nil
+}
+
+// NotMountError is Unmount's error for a path that is not a wsfs mount
+// (bad input, not a failure to unmount one): Why says what it is instead,
+// "does not exist", "not a mountpoint" or "a tmpfs mount, not a wsfs one".
+type NotMountError struct {
+	Mountpoint string // the path as given to Unmount
+	Why        string // what the path is instead of a wsfs mount
+}
+
+// Error returns `unmount "<mountpoint>": <why>`.
+func (e *NotMountError) Error() string {
+	return fmt.Sprintf("unmount %q: %s", e.Mountpoint, e.Why)
 }
 
 // Holders lists the processes whose cwd, root, executable or open files are

@@ -457,6 +457,10 @@ mount is refused with the processes holding it; --force detaches it lazily.`,
 			}
 			mp = abs
 			if err := fusefs.Unmount(mp, force); err != nil {
+				var nm *fusefs.NotMountError
+				if errors.As(err, &nm) {
+					return asUsage(err) // bad input: exit 2
+				}
 				return err
 			}
 			if jsonOutput(cmd) {

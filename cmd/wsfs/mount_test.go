@@ -279,7 +279,7 @@ func TestUnmountRefusesOtherMounts(t *testing.T) {
 	require.NoError(t, syscall.Mount("wsfs-test", mp, "tmpfs", 0, "size=1m"))
 	t.Cleanup(func() { syscall.Unmount(mp, syscall.MNT_DETACH) })
 	_, errOut, code := cli(t, "unmount", "--force", mp)
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code, "not a wsfs mount is bad input")
 	assert.Equal(t, `wsfs: unmount "`+mp+`": a tmpfs mount, not a wsfs one`+"\n", errOut)
 	table, err := fusefs.MountTable()
 	require.NoError(t, err)
@@ -293,7 +293,7 @@ func TestUnmountBadInput(t *testing.T) {
 	assert.Equal(t, `wsfs: unmount "`+root+`/nope": does not exist`+"\n", errOut)
 
 	out, errOut, code := cli(t, "--json", "unmount", root+"/dir")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code, "not a mountpoint is bad input")
 	assert.Equal(t, `wsfs: unmount "`+root+`/dir": not a mountpoint`+"\n", errOut)
-	assert.Equal(t, `{"error":{"code":"internal","message":"unmount \"`+root+`/dir\": not a mountpoint"}}`+"\n", out)
+	assert.Equal(t, `{"error":{"code":"invalid","message":"unmount \"`+root+`/dir\": not a mountpoint"}}`+"\n", out)
 }
