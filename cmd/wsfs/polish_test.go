@@ -14,3 +14,13 @@ func TestRelativeMountpointFromSlash(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Equal(t, `wsfs: mountpoint "/wsfs-polish-no-such-dir": does not exist`+"\n", errOut)
 }
+
+// A missing argument is named alone when the ones before it were given.
+func TestSessionResolveMissingPath(t *testing.T) {
+	_, errOut, code := cli(t, "session", "resolve", "s1")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "wsfs: session resolve: missing PATH\n", errOut)
+	_, errOut, code = cli(t, "session", "resolve")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "wsfs: session resolve: missing session ID and PATH\n", errOut)
+}

@@ -228,11 +228,17 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// minArgs is cobra.MinimumNArgs with a usage error naming what is missing.
-func minArgs(n int, what string) cobra.PositionalArgs {
+// minArgs is cobra.MinimumNArgs with a usage error naming what is missing:
+// names[i] names argument i, and only the names of arguments not given are
+// listed ("missing PATH" when the ID was given).
+func minArgs(n int, names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < n {
-			return errUsage("%s: missing %s", verbName(cmd), what)
+			missing := names
+			if len(args) < len(names) {
+				missing = names[len(args):]
+			}
+			return errUsage("%s: missing %s", verbName(cmd), strings.Join(missing, " and "))
 		}
 		return nil
 	}
