@@ -390,7 +390,7 @@ func TestRemoveBusy(t *testing.T) {
 	if len(comm) > 15 {
 		comm = comm[:15] // TASK_COMM_LEN
 	}
-	want := fmt.Sprintf(`session "busy": mountpoint %q is busy: held by pid %d (%s, cwd) (use force to detach lazily)`, s.Mountpoint, holder.Process.Pid, comm)
+	want := fmt.Sprintf(`session "busy": mountpoint %q is busy: held by pid %d (%s, cwd)`, s.Mountpoint, holder.Process.Pid, comm)
 	if err.Error() != want {
 		t.Fatalf("remove busy: %q, want %q", err.Error(), want)
 	}
@@ -400,6 +400,9 @@ func TestRemoveBusy(t *testing.T) {
 	r := d.wsfs(t, "session", "rm", "busy", "--json")
 	if r.code != 1 || !strings.Contains(r.stdout, `"code":"busy"`) {
 		t.Fatalf("session rm busy: exit %d stdout %q", r.code, r.stdout)
+	}
+	if wantErr := "wsfs: " + want + " (use --force to detach lazily)\n"; r.stderr != wantErr {
+		t.Fatalf("session rm busy: stderr %q, want %q", r.stderr, wantErr)
 	}
 	if r := d.wsfs(t, "session", "rm", "--force", "busy"); r.code != 0 {
 		t.Fatalf("session rm --force: exit %d stderr %q", r.code, r.stderr)

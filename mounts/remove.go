@@ -36,7 +36,7 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 		if err := s.srv.Unmount(force); err != nil {
 			var busy *fusefs.BusyError
 			if errors.As(err, &busy) {
-				return &Error{Code: CodeBusy, Message: fmt.Sprintf("session %q: %v (use force to detach lazily)", id, err), Err: err}
+				return &Error{Code: CodeBusy, Message: fmt.Sprintf("session %q: %v", id, err), Err: err}
 			}
 			if mounted, merr := isMounted(s.rec.Mountpoint); merr != nil || mounted {
 				return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -279,6 +280,12 @@ lazily. Stops at the first failure.`,
 			defer c.Close()
 			for _, id := range args {
 				if err := c.Remove(cmd.Context(), id, force); err != nil {
+					var ae *api.Error
+					if errors.As(err, &ae) && ae.Code == api.CodeBusy {
+						// The API's message names no spelling of force
+						// (a query parameter there, a flag here).
+						err = &api.Error{Code: ae.Code, Message: ae.Message + " (use --force to detach lazily)", Err: err}
+					}
 					return apiFailure(cmd, err)
 				}
 				if jsonOutput(cmd) {
@@ -402,7 +409,7 @@ per path: the display path, the physical key, and the write decision
 ("write=allow" or "write=EROFS"), with its rule in parentheses, separated by
 tabs. With --json, one object per line: {"session","path","cwd","display",
 "key","mount_path","read","write"}. Exit code 1 if any path failed.`,
-		Args: minArgs(2, "session ID and PATH"),
+		Args: minArgs(2, "session ID", "PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
 			if err := checkID("session resolve", id); err != nil {
