@@ -75,8 +75,9 @@ func refusedFSType(t string) bool {
 
 // hostView is the host view's part of a mount.
 type hostView struct {
-	hidden  []string // always hidden (HostViewConfig.Hidden)
-	defHide []string // hidden unless visible (DefaultHidden)
+	hidden  atomic.Pointer[[]string] // always hidden (HostViewConfig.Hidden, SetHidden) and the mountpoint
+	mp      string                   // the host view's own mountpoint, always hidden
+	defHide []string                 // hidden unless visible (DefaultHidden)
 	links   map[string]string
 	linkIno map[string]uint64
 	created time.Time
@@ -133,7 +134,7 @@ func (h *hostView) visible(pol *policy.Policy) []string {
 func (h *hostView) hiddenAt(pol *policy.Policy, p string) (hidden, passage bool) {
 	vis := h.visible(pol)
 	hid := -1
-	for _, list := range [2][]string{h.hidden, h.defHide} {
+	for _, list := range [2][]string{*h.hidden.Load(), h.defHide} {
 		for _, x := range list {
 			if len(x) > hid && identity.Within(p, x) {
 				hid = len(x)
@@ -166,13 +167,32 @@ func (h *hostView) gate(pol *policy.Policy, op policy.Op, p string) (policy.Deci
 	if hidden, passage := h.hiddenAt(pol, p); hidden && (!passage || op != policy.OpRead) {
 		return denyHidden, false
 	}
+	if op == policy.OpRead && h.refusedPassage(pol, p) {
+		// On the way to a visible place through an area the policy
+		// refuses (a none root around a root, or none outside every root):
+		// lookups pass, listings show only the way (listFilter).
+		return allowPassage, false
+	}
 	return policy.Decision{}, true
+}
+
+var allowPassage = policy.Decision{Allow: true, Rule: "hostview:passage"}
+
+// refusedPassage reports whether p is a strict ancestor of a visible place
+// that the policy refuses to read (a none area on the way to a root).
+func (h *hostView) refusedPassage(pol *policy.Policy, p string) bool {
+	for _, v := range h.visible(pol) {
+		if v != p && identity.Within(v, p) {
+			return !pol.Decide(policy.OpRead, p).Allow
+		}
+	}
+	return false
 }
 
 // listFilter returns, for a directory that is a passage, the filter that
 // lists only the names leading to a visible place; nil otherwise.
 func (h *hostView) listFilter(pol *policy.Policy, dir string) func(string) bool {
-	if hidden, _ := h.hiddenAt(pol, dir); !hidden {
+	if hidden, _ := h.hiddenAt(pol, dir); !hidden && !h.refusedPassage(pol, dir) {
 		return nil
 	}
 	vis := h.visible(pol)
@@ -247,6 +267,63 @@ func (h *hostView) servedMounts() map[string]string {
 	return served
 }
 
+// setHidden replaces the places hidden on top of DefaultHidden (and the
+// host view's own mountpoint, always hidden).
+func (h *hostView) setHidden(paths []string) error {
+	hidden := []string{h.mp}
+	for _, x := range paths {
+		if !filepath.IsAbs(x) {
+			return fmt.Errorf("host view hidden path %q: must be absolute", x)
+		}
+		hidden = append(hidden, filepath.Clean(x))
+	}
+	h.hidden.Store(&hidden)
+	return nil
+}
+
+// SetHidden replaces the host view's HostViewConfig.Hidden: the daemon
+// hides sessions created after this one. The next lookup sees the new list;
+// the kernel's cached entries for newly hidden places are dropped. A
+// relative path is refused and nothing changes. On a session mount (not a
+// host view) it is an error.
+func (s *Server) SetHidden(paths []string) error {
+	if s.m.host == nil {
+		return errors.New("SetHidden: not a host view")
+	}
+	old := map[string]bool{}
+	for _, p := range *s.m.host.hidden.Load() {
+		old[p] = true
+	}
+	if err := s.m.host.setHidden(paths); err != nil {
+		return err
+	}
+	// The kernel may hold entries for places hidden now (looked up while
+	// they were visible): drop them, so the next access looks them up again
+	// and is refused.
+	for _, p := range *s.m.host.hidden.Load() {
+		if !old[p] {
+			s.forgetEntry(p)
+		}
+	}
+	return nil
+}
+
+// forgetEntry asks the kernel to drop its dentry for the physical path p
+// when the node tree knows it (FUSE_NOTIFY_INVAL_ENTRY).
+func (s *Server) forgetEntry(p string) {
+	dir := &s.rootNode.Inode
+	names := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, name := range names {
+		if i == len(names)-1 {
+			dir.NotifyEntry(name)
+			return
+		}
+		if dir = dir.GetChild(name); dir == nil {
+			return
+		}
+	}
+}
+
 // linkAttr fills the attributes of a session link.
 func (h *hostView) linkAttr(n *node, a *fuse.Attr) {
 	*a = fuse.Attr{
@@ -303,13 +380,10 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		uid:     uint32(os.Getuid()),
 		gid:     uint32(os.Getgid()),
 	}
-	for _, x := range cfg.Hidden {
-		if !filepath.IsAbs(x) {
-			return nil, fmt.Errorf("host view hidden path %q: must be absolute", x)
-		}
-		h.hidden = append(h.hidden, filepath.Clean(x))
+	h.mp = mpCanon
+	if err := h.setHidden(cfg.Hidden); err != nil {
+		return nil, err
 	}
-	h.hidden = append(h.hidden, mpCanon)
 	h.defHide = append(h.defHide, DefaultHidden...)
 	i := uint64(0)
 	for k, v := range cfg.Links {

@@ -435,13 +435,13 @@ func TestBadInputLeavesNothing(t *testing.T) {
 		if got := entries(t, filepath.Join(d.stateDir, "sessions")); !reflect.DeepEqual(got, []string{"taken.events", "taken.json"}) {
 			t.Fatalf("%s: records %v, want only taken's", what, got)
 		}
-		if got := entries(t, d.mountBase); !reflect.DeepEqual(got, []string{"taken"}) {
+		if got := entries(t, d.mountBase); !reflect.DeepEqual(got, []string{"@host", "taken"}) {
 			t.Fatalf("%s: mount base %v, want only taken", what, got)
 		}
 		if got := entries(t, filepath.Join(d.stateDir, "tmp")); !reflect.DeepEqual(got, []string{"taken"}) {
 			t.Fatalf("%s: temp dirs %v, want only taken", what, got)
 		}
-		if got := fuseMountsUnder(t, dir); !reflect.DeepEqual(got, []string{filepath.Join(d.mountBase, "taken")}) {
+		if got := fuseMountsUnder(t, dir); !reflect.DeepEqual(got, []string{filepath.Join(d.mountBase, "@host/taken"), filepath.Join(d.mountBase, "taken")}) {
 			t.Fatalf("%s: mounts %v, want only taken's", what, got)
 		}
 		if got := entries(t, root); !reflect.DeepEqual(got, []string{"file", "sub"}) {

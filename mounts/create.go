@@ -61,13 +61,15 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Session, error) {
 		return Session{}, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	s := c.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.creating = false
 	m.log.Info("session created", "session", c.id, "root", s.rec.Root, "mountpoint", s.rec.Mountpoint)
-	return s.snapshot(), nil
+	snap := s.snapshot()
+	s.mu.Unlock()
+	m.mu.Unlock()
+	m.refreshHidden() // the other host views hide this session
+	return snap, nil
 }
 
 // creation is one Create in progress: what its steps found so far, and the
@@ -397,9 +399,13 @@ func (c *creation) mount(ctx context.Context) error {
 		return errorf(CodeInvalid, "session %q: root %q (physical %s): %v", id, c.origin, root, err)
 	}
 	c.rootID = rootID
+	if _, err := m.mountHostView(id, root, key, c.pol); err != nil {
+		return errorf(CodeInternal, "session %q: %v", id, err)
+	}
+	c.undo = append(c.undo, func() { m.unmountHostView(id) })
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
-		Logger: m.labelled(c.spec.Labels), Session: id,
+		Logger: m.labelled(c.spec.Labels), Session: id, HostView: m.hostViewOf(id),
 	})
 	if err != nil {
 		return errorf(CodeInternal, "session %q: mount %s on %s: %v", id, root, key, err)

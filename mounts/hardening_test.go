@@ -113,7 +113,7 @@ func TestNestingRefused(t *testing.T) {
 		}{
 			{filepath.Join(state, "sessions"), []string{"ext.events", "ext.json", "taken.events", "taken.json"}},
 			{filepath.Join(state, "tmp"), []string{"ext", "taken"}},
-			{base, []string{"taken"}},
+			{base, []string{"@host", "taken"}},
 			{filepath.Join(dir, "xm"), []string{"mp"}},
 			{root, []string{"empty", "sub"}},
 			{root + "/sub", nil},
@@ -127,7 +127,9 @@ func TestNestingRefused(t *testing.T) {
 		if _, err := os.Lstat(free); !os.IsNotExist(err) {
 			t.Fatalf("%s: %s exists (%v)", what, free, err)
 		}
-		if got, want := sortedMounts(t, dir), []string{base + "/taken", extMp}; !reflect.DeepEqual(got, want) {
+		want := []string{base + "/@host/ext", base + "/@host/taken", base + "/taken", extMp} // each session and its host view
+		sort.Strings(want)
+		if got := sortedMounts(t, dir); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: mounts %v, want %v", what, got, want)
 		}
 	}
@@ -250,7 +252,8 @@ func TestUnreadableRecordStaysFailed(t *testing.T) {
 	}
 	d2.apiError(t, "GET", "/v1/sessions/garbage/cwd", "", 409, mounts.CodeFailed,
 		`session "garbage": not mounted: record `+filepath.Join(sessDir, "garbage.json")+` is unreadable: invalid JSON: invalid character 'n' looking for beginning of object key string`)
-	if m, want := sortedMounts(t, dir), []string{d2.mountBase + "/empty", d2.mountBase + "/garbage", d2.mountBase + "/other"}; !reflect.DeepEqual(m, want) {
+	if m, want := sortedMounts(t, dir), []string{d2.mountBase + "/@host/empty", d2.mountBase + "/@host/garbage", d2.mountBase + "/@host/other",
+		d2.mountBase + "/empty", d2.mountBase + "/garbage", d2.mountBase + "/other"}; !reflect.DeepEqual(m, want) {
 		t.Fatalf("mounts before delete: %v, want %v (two dead, one live)", m, want)
 	}
 	for _, id := range []string{"garbage", "empty", "wrongid"} {

@@ -34,17 +34,19 @@ import (
 // concurrent use; calls on one session are serialized (a per-session mutex),
 // calls on different sessions run in parallel.
 type Manager struct {
-	stateDir  string // canonical
-	sessDir   string // <state>/sessions: records, event logs, intents
-	tmpBase   string // <state>/tmp: per-session temp directories
-	mountBase string // canonical
+	stateDir  string   // canonical
+	sessDir   string   // <state>/sessions: records, event logs, intents
+	tmpBase   string   // <state>/tmp: per-session temp directories
+	mountBase string   // canonical
+	hidden    []string // Config.Hidden, clean
 	log       *slog.Logger
 	lock      *os.File
 
 	mu          sync.Mutex
-	sessions    map[string]*session // published and being created
-	mountpoints map[string]string   // canonical mountpoint → id, incl. creates in progress
-	roots       map[string]string   // id → physical root, incl. creates in progress
+	sessions    map[string]*session  // published and being created
+	mountpoints map[string]string    // canonical mountpoint → id, incl. creates in progress
+	roots       map[string]string    // id → physical root, incl. creates in progress
+	hostViews   map[string]*hostView // id → mounted host view (hostview.go)
 	closed      bool
 }
 
@@ -106,6 +108,13 @@ func New(cfg Config) (*Manager, error) {
 		sessions:    make(map[string]*session),
 		mountpoints: make(map[string]string),
 		roots:       make(map[string]string),
+		hostViews:   make(map[string]*hostView),
+	}
+	for _, h := range cfg.Hidden {
+		if !filepath.IsAbs(h) {
+			return nil, errorf(CodeInvalid, "hidden path %q: must be an absolute path", h)
+		}
+		m.hidden = append(m.hidden, filepath.Clean(h))
 	}
 	if m.log == nil {
 		m.log = slog.Default()
@@ -319,6 +328,7 @@ func (m *Manager) Close(ctx context.Context) error {
 			}
 			s.srv = nil
 		}
+		m.unmountHostView(s.rec.ID)
 		s.events.close()
 		s.gone = true
 		s.mu.Unlock()

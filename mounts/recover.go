@@ -70,6 +70,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 			}
 		}
 	}
+	if views, err := os.ReadDir(filepath.Join(m.mountBase, hostViewDir)); err == nil {
+		for _, e := range views {
+			if !have[e.Name()] {
+				m.unmountHostView(e.Name()) // left by a crash
+			}
+		}
+	}
 	if tmps, err := os.ReadDir(m.tmpBase); err == nil {
 		for _, e := range tmps {
 			if !have[e.Name()] {
@@ -92,6 +99,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	m.refreshHidden() // every host view hides every other session
 	if err := errors.Join(errs...); err != nil {
 		return errorf(CodeFailed, "recover: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
@@ -201,11 +209,15 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	if err != nil {
 		return fail("root %s: %v", rec.Root, err)
 	}
+	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol); err != nil {
+		return fail("%v", err)
+	}
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
-		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id,
+		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id, HostView: m.hostViewOf(id),
 	})
 	if err != nil {
+		m.unmountHostView(id)
 		return fail("mount %s on %s: %v", rec.Root, rec.Mountpoint, err)
 	}
 	s.srv, s.pol, s.rootID = srv, pol, rootID
@@ -216,6 +228,7 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 		if uerr := srv.Unmount(true); uerr != nil {
 			m.log.Error("recover: unmount", "session", id, "mountpoint", rec.Mountpoint, "err", uerr)
 		}
+		m.unmountHostView(id)
 		return fail("root %s was replaced while it was being mounted", rec.Root)
 	}
 	m.log.Info("session recovered", "session", id, "mountpoint", rec.Mountpoint, "cwd", inMount(rec.Mountpoint, s.cwd))

@@ -56,6 +56,7 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 			return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)
 		}
 	}
+	m.unmountHostView(id)
 	if s.rec.MadeMountpoint {
 		if err := os.Remove(s.rec.Mountpoint); err != nil && !errors.Is(err, os.ErrNotExist) {
 			m.log.Warn("remove: mountpoint", "session", id, "mountpoint", s.rec.Mountpoint, "err", err)
@@ -76,6 +77,7 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 		delete(m.mountpoints, s.rec.Mountpoint)
 	}
 	m.mu.Unlock()
+	m.refreshHidden()
 	m.log.Info("session removed", "session", id, "force", force)
 	return nil
 }

@@ -29,6 +29,10 @@ type Config struct {
 	// Logger receives lifecycle lines and is handed to every mount for its
 	// denials; nil means slog.Default().
 	Logger *slog.Logger
+	// Hidden are further absolute paths every session's host view hides
+	// (wsfs serve: its socket); the state directory, the mount base and the
+	// other sessions are hidden anyway.
+	Hidden []string
 }
 
 // Spec is what Create needs: one new session.

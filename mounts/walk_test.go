@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -204,5 +206,91 @@ func TestDaemonDifferential(t *testing.T) {
 	t.Logf("2000 (cwd, path) pairs: %v", stats)
 	if stats["ok"] < 200 || stats[syscall.ELOOP.Error()] == 0 || stats[syscall.ENOTDIR.Error()] == 0 {
 		t.Errorf("the generator drifted: %v", stats)
+	}
+}
+
+// TestHostViewLifecycle: each session gets its host view at
+// <mount-base>/@host/<id>, made with it, recovered after a restart, removed
+// with it, and nothing is left after a failed create. Escaping links in the
+// session point into it; it hides the daemon's state, its mount base and the
+// other sessions (a session created later too); resolve maps a host-view
+// path to its physical key.
+func TestHostViewLifecycle(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root, other := filepath.Join(dir, "root"), filepath.Join(dir, "other")
+	mkTree(t, root, "esc -> ../outside/f", "file")
+	mkTree(t, other, "secret")
+	mkTree(t, filepath.Join(dir, "outside"), "f")
+	// The test's directories are under /tmp, which every host view hides
+	// but the session's roots: outside and other are read-only roots.
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "hv", Root: root, Policy: &api.Policy{Additional: []api.Root{
+		{Path: filepath.Join(dir, "outside"), Access: "read-only"},
+		{Path: other, Access: "read-only"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hv := filepath.Join(d.mountBase, "@host", "hv")
+	if r := d.exec(t, "hv", nil, "ls", hv+other); r.code != 0 || r.stdout != "secret\n" {
+		t.Fatalf("ls %s in the host view before session other exists: %+v", hv+other, r)
+	}
+	wantMounts := func(what string, want ...string) {
+		t.Helper()
+		sort.Strings(want)
+		if got := fuseMountsUnder(t, dir); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: mounts %v, want %v", what, got, want)
+		}
+	}
+	wantMounts("created", s.Mountpoint, hv)
+	if r := d.exec(t, "hv", nil, "readlink", "esc"); r.code != 0 || r.stdout != hv+dir+"/outside/f\n" {
+		t.Fatalf("readlink esc in the mount: %+v, want %s", r, hv+dir+"/outside/f")
+	}
+	if r := d.exec(t, "hv", nil, "cat", "esc"); r.code != 0 || r.stdout != "f" {
+		t.Fatalf("cat esc in the mount: %+v", r)
+	}
+	res, err := d.c.Resolve(ctx, "hv", hv+dir+"/outside/f")
+	if err != nil || res.Key != dir+"/outside/f" || res.MountPath != "" {
+		t.Fatalf("resolve the host view path: %+v %v, want key %s", res, err, dir+"/outside/f")
+	}
+	// A session created later is hidden from this one's host view too.
+	s2, err := d.c.Create(ctx, api.CreateRequest{ID: "other", Root: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{other, d.stateDir + "/sessions", s2.Mountpoint} {
+		r := d.exec(t, "hv", nil, "ls", hv+p)
+		if r.code == 0 || !strings.Contains(r.stderr, "Permission denied") {
+			t.Errorf("ls %s in the host view: %+v, want Permission denied", hv+p, r)
+		}
+	}
+	if r := d.exec(t, "hv", nil, "cat", hv+dir+"/outside/f"); r.code != 0 || r.stdout != "f" {
+		t.Errorf("cat through the host view: %+v", r)
+	}
+	if err := d.c.Remove(ctx, "other", false); err != nil {
+		t.Fatal(err)
+	}
+	// A create that fails after mounting leaves no host view behind.
+	_, err = d.c.Create(ctx, api.CreateRequest{ID: "bad", Root: other, Cwd: "secret"})
+	wantCode(t, "create with a file as cwd", err, mounts.CodeInvalid)
+	if _, err := os.Lstat(filepath.Join(d.mountBase, "@host", "bad")); !os.IsNotExist(err) {
+		t.Fatalf("host view directory after a failed create: %v", err)
+	}
+	wantMounts("after a failed create", s.Mountpoint, hv)
+	// Recovered after a restart.
+	d.stop()
+	d = startDaemon(t, dir)
+	wantMounts("after a restart", s.Mountpoint, hv)
+	if r := d.exec(t, "hv", nil, "cat", "esc"); r.code != 0 || r.stdout != "f" {
+		t.Fatalf("cat esc after a restart: %+v", r)
+	}
+	// Removed with the session: no mount, no directory.
+	if err := d.c.Remove(ctx, "hv", false); err != nil {
+		t.Fatal(err)
+	}
+	wantMounts("after remove")
+	if e := entries(t, d.mountBase); len(e) != 0 {
+		t.Fatalf("mount base after remove: %v", e)
 	}
 }

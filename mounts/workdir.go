@@ -27,10 +27,6 @@ func (m *Manager) view(root, mp, id string) sessionView {
 	return sessionView{root: root, mp: mp, hostView: m.hostViewOf(id)}
 }
 
-// hostViewOf returns the host view mountpoint of session id; "" while the
-// daemon makes none.
-func (m *Manager) hostViewOf(id string) string { return "" }
-
 // walker returns the one physical walk (identity.Walker) for paths as a
 // process in the session v uses them: relative paths start at the directory
 // curRel inside the mount; the mountpoint shows the root and the host view
@@ -53,8 +49,11 @@ func (m *Manager) walker(v sessionView, curRel string) identity.Walker {
 			case v.hostView != "" && p == v.hostView:
 				return "/", true, nil
 			}
-			if _, ok := m.servedMount(p); ok {
-				return "", false, syscall.EACCES
+			if v.hostView != "" && identity.Within(v.hostView, p) {
+				return "", false, nil // on the way to the session's own host view
+			}
+			if _, ok := m.servedMount(p); ok || identity.Within(p, filepath.Join(m.mountBase, hostViewDir)) {
+				return "", false, syscall.EACCES // another session's mount or host view
 			}
 			return "", false, nil
 		},

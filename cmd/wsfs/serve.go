@@ -97,7 +97,8 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	m, err := mounts.New(mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger})
+	m, err := mounts.New(mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
+		Hidden: []string{socket}}) // the socket: hidden from every host view
 	if err != nil {
 		return serveInputErr(err)
 	}

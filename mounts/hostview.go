@@ -1,0 +1,192 @@
+package mounts
+
+// The host views: one FUSE mount per session at <mount-base>/@host/<id>
+// (DESIGN.md, "Host view"), made with the session, recovered with it,
+// removed with it. Escaping links in the session's mount point into it.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// hostViewDir is the directory of the host views under the mount base. A
+// session id never contains "@", so it is never a session's mountpoint.
+const hostViewDir = "@host"
+
+// hostViewOf returns the host view mountpoint of session id.
+func (m *Manager) hostViewOf(id string) string {
+	return filepath.Join(m.mountBase, hostViewDir, id)
+}
+
+// hostView is a session's mounted host view, as the Manager tracks it to
+// update what it hides.
+type hostView struct {
+	srv *fusefs.Server
+	pol *policy.Policy // the session's policy
+}
+
+// mountHostView makes the host view directory of session id (and its
+// parent) and mounts the host view there with pol, showing root and the
+// mountpoint mp as links to mp. A stale mount left there by a dead daemon
+// is cleared first. On error nothing is left: no mount, no directory.
+func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy) (*fusefs.Server, error) {
+	dir := m.hostViewOf(id)
+	if err := clearMount(dir, true, true); err != nil {
+		return nil, fmt.Errorf("host view %s: clear stale mount: %v", dir, err)
+	}
+	// The parent may vanish between the two when the last other host view
+	// goes away (unmountHostView): then once more.
+	var err error
+	for try := 0; try < 2; try++ {
+		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
+			if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+				err = nil
+				break
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host view %s: %s", dir, identity.ErrnoText(err))
+	}
+	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
+		Mountpoint: dir,
+		Policy:     pol,
+		Hidden:     m.hiddenFor(id, pol),
+		Links:      map[string]string{root: mp, mp: mp},
+		Logger:     m.log,
+		Session:    id,
+	})
+	if err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("host view %s: %v", dir, err)
+	}
+	m.mu.Lock()
+	m.hostViews[id] = &hostView{srv: srv, pol: pol}
+	m.mu.Unlock()
+	return srv, nil
+}
+
+// unmountHostView unmounts session id's host view (lazily when busy: the
+// session mount is gone, and what is left inside sees ENOTCONN) and
+// removes its directory. Safe to call when there is none.
+func (m *Manager) unmountHostView(id string) {
+	m.mu.Lock()
+	hv := m.hostViews[id]
+	delete(m.hostViews, id)
+	m.mu.Unlock()
+	dir := m.hostViewOf(id)
+	if hv != nil {
+		if err := hv.srv.Unmount(false); err != nil {
+			if ferr := hv.srv.Unmount(true); ferr != nil {
+				m.log.Warn("host view: unmount", "session", id, "dir", dir, "err", ferr)
+			}
+		}
+	} else if err := clearMount(dir, true, true); err != nil {
+		m.log.Warn("host view: clear mount", "session", id, "dir", dir, "err", err)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		m.log.Warn("host view: remove directory", "session", id, "dir", dir, "err", err)
+	}
+	os.Remove(filepath.Dir(dir)) // the last one: nothing left in the mount base
+}
+
+// setHostViewPolicy gives session id's host view the policy pol (with the
+// places it hides for pol's none roots).
+func (m *Manager) setHostViewPolicy(id string, pol *policy.Policy) {
+	m.mu.Lock()
+	hv := m.hostViews[id]
+	if hv != nil {
+		hv.pol = pol
+	}
+	m.mu.Unlock()
+	if hv == nil {
+		return
+	}
+	hv.srv.SetPolicy(pol)
+	m.refreshHidden()
+}
+
+// refreshHidden recomputes what every host view hides: sessions come and
+// go, and each host view hides the others.
+func (m *Manager) refreshHidden() {
+	m.mu.Lock()
+	views := make(map[string]hostView, len(m.hostViews))
+	for id, hv := range m.hostViews {
+		views[id] = *hv
+	}
+	m.mu.Unlock()
+	for id, hv := range views {
+		if err := hv.srv.SetHidden(m.hiddenFor(id, hv.pol)); err != nil {
+			m.log.Warn("host view: hidden places", "session", id, "err", err)
+		}
+	}
+}
+
+// hiddenFor returns what session id's host view hides on top of
+// fusefs.DefaultHidden: the daemon's state directory (records, event logs,
+// the lock, every other session's temp area), the mount base (every other
+// session's default mountpoint, every host view), Config.Hidden (the
+// socket), every other session's root and mountpoint (fusefs itself hides
+// mounts whose source lies in a none root of pol). What the session may see
+// stays visible where it lies inside those (its temp area under the state
+// directory, its mountpoint under the mount base, a root next to the
+// socket): the directory around it is hidden entry by entry instead.
+func (m *Manager) hiddenFor(id string, pol *policy.Policy) []string {
+	spec := pol.Spec()
+	visible := append([]string{spec.Primary}, spec.Temp...)
+	for _, r := range spec.Additional {
+		if r.Access != policy.AccessNone {
+			visible = append(visible, r.Path)
+		}
+	}
+	var hidden []string
+	m.mu.Lock()
+	for mp, other := range m.mountpoints {
+		if other == id {
+			visible = append(visible, mp)
+		} else {
+			hidden = append(hidden, mp)
+		}
+	}
+	for other, root := range m.roots {
+		if other != id {
+			hidden = append(hidden, root)
+		}
+	}
+	m.mu.Unlock()
+	for _, dir := range append([]string{m.stateDir, m.mountBase}, m.hidden...) {
+		hidden = append(hidden, hideAround(dir, visible)...)
+	}
+	return hidden
+}
+
+// hideAround returns the paths that hide dir except the visible places in
+// it: dir itself when none lies inside, else its entries, each hidden the
+// same way (the visible places themselves, and their ancestors, are left).
+func hideAround(dir string, visible []string) []string {
+	inside := false
+	for _, v := range visible {
+		if v == dir {
+			return nil
+		}
+		inside = inside || identity.Within(v, dir)
+	}
+	if !inside {
+		return []string{dir}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return []string{dir} // what is there cannot be told: all of it
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, hideAround(filepath.Join(dir, e.Name()), visible)...)
+	}
+	return out
+}
