@@ -267,10 +267,10 @@ func TestUnreadableRecordStaysFailed(t *testing.T) {
 	if got := entries(t, filepath.Join(d2.stateDir, "tmp")); !reflect.DeepEqual(got, []string{"other"}) {
 		t.Fatalf("temp dirs after delete: %v, want [other]", got)
 	}
-	if got := entries(t, d2.mountBase); !reflect.DeepEqual(got, []string{"other"}) {
-		t.Fatalf("mount base after delete: %v, want [other]", got)
+	if got := entries(t, d2.mountBase); !reflect.DeepEqual(got, []string{"@host", "other"}) {
+		t.Fatalf("mount base after delete: %v, want [@host other]", got)
 	}
-	if m := sortedMounts(t, dir); !reflect.DeepEqual(m, []string{d2.mountBase + "/other"}) {
+	if m := sortedMounts(t, dir); !reflect.DeepEqual(m, []string{d2.mountBase + "/@host/other", d2.mountBase + "/other"}) {
 		t.Fatalf("mounts after delete: %v, want only other's", m)
 	}
 	if err := d2.c.Remove(ctx, "other", false); err != nil {

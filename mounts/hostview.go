@@ -61,6 +61,10 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy) (*fusef
 		Links:      map[string]string{root: mp, mp: mp},
 		Logger:     m.log,
 		Session:    id,
+		// No inotify watcher: a daemon with many sessions would run out of
+		// inotify instances (128 per user by default) at twice the rate;
+		// the host view keeps the short default cache timeouts instead.
+		NoWatch: true,
 	})
 	if err != nil {
 		os.Remove(dir)

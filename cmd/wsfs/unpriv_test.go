@@ -275,7 +275,8 @@ func TestUnprivilegedDaemon(t *testing.T) {
 	}
 	out, code := nobodyRun(t, bin, dir, "session", "rm", "s2", "--socket", sock)
 	require.Equal(t, 0, code, "session rm s2: %s", out)
-	assert.Equal(t, []string{filepath.Join(base, "s1"), filepath.Join(base, "s3")}, fuseMountsUnder(t, dir))
+	// Each session and its host view (<mount-base>/@host/<id>).
+	assert.Equal(t, []string{filepath.Join(base, "@host/s1"), filepath.Join(base, "s1"), filepath.Join(base, "@host/s3"), filepath.Join(base, "s3")}, fuseMountsUnder(t, dir))
 
 	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 0, srv.exitCode(), "wsfs serve's exit code on SIGTERM (-1: still running)")
