@@ -399,7 +399,7 @@ func (c *creation) mount(ctx context.Context) error {
 		return errorf(CodeInvalid, "session %q: root %q (physical %s): %v", id, c.origin, root, err)
 	}
 	c.rootID = rootID
-	if _, err := m.mountHostView(id, root, key, c.pol); err != nil {
+	if _, err := m.mountHostView(id, root, key, c.pol, m.labelled(c.spec.Labels)); err != nil {
 		return errorf(CodeInternal, "session %q: %v", id, err)
 	}
 	c.undo = append(c.undo, func() { m.unmountHostView(id) })

@@ -7,6 +7,7 @@ package mounts
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -32,10 +33,10 @@ type hostView struct {
 }
 
 // mountHostView makes the host view directory of session id (and its
-// parent) and mounts the host view there with pol, showing root and the
+// parent) and mounts the host view there with pol and the session's logger, showing root and the
 // mountpoint mp as links to mp. A stale mount left there by a dead daemon
 // is cleared first. On error nothing is left: no mount, no directory.
-func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy) (*fusefs.Server, error) {
+func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger) (*fusefs.Server, error) {
 	dir := m.hostViewOf(id)
 	if err := clearMount(dir, true, true); err != nil {
 		return nil, fmt.Errorf("host view %s: clear stale mount: %v", dir, err)
@@ -59,7 +60,7 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy) (*fusef
 		Policy:     pol,
 		Hidden:     m.hiddenFor(id, pol),
 		Links:      map[string]string{root: mp, mp: mp},
-		Logger:     m.log,
+		Logger:     log, // the session's, with its labels
 		Session:    id,
 		// No inotify watcher: a daemon with many sessions would run out of
 		// inotify instances (128 per user by default) at twice the rate;

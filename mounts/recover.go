@@ -209,7 +209,7 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	if err != nil {
 		return fail("root %s: %v", rec.Root, err)
 	}
-	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol); err != nil {
+	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, m.labelled(rec.Labels)); err != nil {
 		return fail("%v", err)
 	}
 	srv, err := fusefs.Mount(fusefs.Config{
