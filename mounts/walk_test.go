@@ -219,15 +219,16 @@ func TestHostViewLifecycle(t *testing.T) {
 	dir := newDaemonDir(t)
 	d := startDaemon(t, dir)
 	ctx := context.Background()
-	root, other := filepath.Join(dir, "root"), filepath.Join(dir, "other")
+	root, other := filepath.Join(dir, "root"), filepath.Join(dir, "shared", "other")
 	mkTree(t, root, "esc -> ../outside/f", "file")
 	mkTree(t, other, "secret")
 	mkTree(t, filepath.Join(dir, "outside"), "f")
 	// The test's directories are under /tmp, which every host view hides
-	// but the session's roots: outside and other are read-only roots.
+	// but the session's roots: outside and shared are read-only roots; the
+	// later session's root lies inside shared (the most specific decides).
 	s, err := d.c.Create(ctx, api.CreateRequest{ID: "hv", Root: root, Policy: &api.Policy{Additional: []api.Root{
 		{Path: filepath.Join(dir, "outside"), Access: "read-only"},
-		{Path: other, Access: "read-only"},
+		{Path: filepath.Join(dir, "shared"), Access: "read-only"},
 	}}})
 	if err != nil {
 		t.Fatal(err)
