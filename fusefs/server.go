@@ -352,8 +352,6 @@ func (s *Server) Stats() Stats { return s.m.stats.snapshot() }
 // (umount2(2) MNT_DETACH): it disappears from the namespace at once and the
 // server stops when the last holder lets go.
 func (s *Server) Unmount(force bool) error {
-	var st unix.Stat_t
-	statErr := unix.Stat(s.m.mountpoint, &st)
 	if err := Unmount(s.m.mountpoint, force); err != nil {
 		return err
 	}
@@ -363,48 +361,9 @@ func (s *Server) Unmount(force bool) error {
 		go s.Wait()
 		return nil
 	}
-	if statErr == nil {
-		// Nothing in this namespace uses the mount any more (unmount(2)
-		// succeeded without MNT_DETACH), but a copy of it in another mount
-		// namespace (a jail of wsfs exec --confine, made before this
-		// session's removal) would keep the connection, and this server,
-		// alive: abort it.
-		abortConnection(st.Dev)
-	}
 	s.Wait()
 	return nil
 }
-
-// abortConnection aborts the FUSE connection of the file system with device
-// dev through the fusectl file system (/sys/fs/fuse/connections/N/abort,
-// Documentation/filesystems/fuse.rst), mounting fusectl there first when it
-// is not mounted (root only). A connection already gone is not an error;
-// failures are ignored (the caller then waits for the connection to end).
-func abortConnection(dev uint64) {
-	if unix.Major(dev) != 0 {
-		return
-	}
-	const dir = "/sys/fs/fuse/connections"
-	abort := fmt.Sprintf("%s/%d/abort", dir, unix.Minor(dev))
-	if _, err := os.Stat(abort); err != nil {
-		var sfs unix.Statfs_t
-		if unix.Statfs(dir, &sfs) != nil || sfs.Type == fusectlSuperMagic || os.Geteuid() != 0 {
-			return
-		}
-		if unix.Mount("fusectl", dir, "fusectl", 0, "") != nil {
-			return
-		}
-	}
-	f, err := os.OpenFile(abort, os.O_WRONLY, 0)
-	if err != nil {
-		return
-	}
-	f.Write([]byte("1"))
-	f.Close()
-}
-
-// fusectlSuperMagic is the fusectl file system's f_type (linux/magic.h).
-const fusectlSuperMagic = 0x65735543
 
 // Wait blocks until the mount is gone (unmounted by anyone) and the server's
 // descriptors are closed.
