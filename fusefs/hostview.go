@@ -418,7 +418,7 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 	}
 	m.pol.Store(cfg.Policy)
 	return m.serve(rootFd, &st, serveOpts{
-		mountpoint: cfg.Mountpoint, fsName: "wsfs-host", allowOther: cfg.AllowOther, debug: cfg.Debug,
+		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
 	})
 }

@@ -16,6 +16,9 @@ type MountEntry struct {
 	// Root is the directory of the file system shown at the mount point
 	// ("/" unless a bind mount shows a subdirectory).
 	Root string
+	// Source is the mount source: the served root for a session mount,
+	// HostViewSource for a host view.
+	Source string
 }
 
 // MountTable returns the mounts of this mount namespace by mount point, from
@@ -45,6 +48,9 @@ func parseMountinfo(data string) map[string]MountEntry {
 		for i, f := range fields {
 			if f == "-" && i+1 < len(fields) {
 				e.FSType = fields[i+1]
+				if i+2 < len(fields) {
+					e.Source = unescapeMountinfo(fields[i+2])
+				}
 				break
 			}
 		}

@@ -464,6 +464,28 @@ func Unmount(mountpoint string, force bool) error {
 	return fmt.Errorf("unmount %q: %w", mountpoint, err)
 }
 
+// HostViewSource is the mount source (the first field after the file system
+// type in /proc/self/mountinfo) of every host view.
+const HostViewSource = "wsfs-host"
+
+// UnmountSiblingHostView detaches the host view mounted at mountpoint+"@host"
+// (`wsfs mount`'s default place for the host view of the session mounted at
+// mountpoint) and returns its path; "" and nil when no host view is mounted
+// there. It detaches lazily (umount2(2) MNT_DETACH): once its session is
+// unmounted a host view must leave the tree at once, or a later `rm -rf` of
+// the directory holding both walks into the host's "/" through it.
+func UnmountSiblingHostView(mountpoint string) (string, error) {
+	hv := filepath.Clean(mountpoint) + "@host"
+	table, err := MountTable()
+	if err != nil {
+		return "", err
+	}
+	if e, ok := table[hv]; !ok || e.FSType != "fuse.wsfs" || e.Source != HostViewSource {
+		return "", nil
+	}
+	return hv, Unmount(hv, true)
+}
+
 // checkWsfsMount refuses to unmount what is not a wsfs mount (a tmpfs,
 // /proc): the verb exists for wsfs's own mounts, dead ones included. The
 // path is looked up in the mount table as spelled, then with its parent

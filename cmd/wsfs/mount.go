@@ -463,6 +463,12 @@ mount is refused with the processes holding it; --force detaches it lazily.`,
 				}
 				return err
 			}
+			// The mount's server takes its host view down too, but only
+			// after this returns; a caller that removes the directory next
+			// must not find the host's "/" in it.
+			if _, err := fusefs.UnmountSiblingHostView(mp); err != nil {
+				return err
+			}
 			if jsonOutput(cmd) {
 				writeJSON(cmd.OutOrStdout(), map[string]string{"unmounted": mp})
 			} else {

@@ -251,6 +251,10 @@ func TestMountBusy(t *testing.T) {
 	out, errOut, code := cli(t, "unmount", mnt)
 	assert.Equal(t, 0, code, errOut)
 	assert.Equal(t, "unmounted "+mnt+"\n", out)
+	// The host view is gone when wsfs unmount returns, not some time
+	// later when the server notices: an `rm -rf` of the parent right
+	// after would otherwise walk the host's "/" through it.
+	assert.False(t, mounted(t, mnt+"@host"), "host view still mounted when wsfs unmount returned")
 	assert.Equal(t, 0, m.wait(t), m.stderr.String())
 	assert.False(t, mounted(t, mnt))
 }
