@@ -24,3 +24,12 @@ func TestSessionResolveMissingPath(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Equal(t, "wsfs: session resolve: missing session ID and PATH\n", errOut)
 }
+
+// No daemon at the socket: the one line says where to look.
+func TestUnreachableDaemonHint(t *testing.T) {
+	sock := tree(t) + "/nosock"
+	_, errOut, code := cli(t, "session", "list", "--socket", sock)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "wsfs: wsfs daemon at "+sock+": dial unix "+sock+": connect: no such file or directory"+
+		" (is `wsfs serve` running? its socket: --socket or $WSFS_SOCKET)\n", errOut)
+}

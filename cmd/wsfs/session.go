@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -62,6 +63,9 @@ func apiFailure(cmd *cobra.Command, err error) error {
 	code := string(api.CodeOf(err))
 	if _, ok := err.(*api.Error); !ok {
 		code = "unreachable"
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			msg += " (is `wsfs serve` running? its socket: --socket or $WSFS_SOCKET)"
+		}
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", msg)
 	if jsonOutput(cmd) {
