@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -23,7 +24,11 @@ import (
 func LoadFile(path string) (Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Spec{}, fmt.Errorf("policy: %v", oneLine(err))
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named once, as for every other error
+		}
+		return Spec{}, fmt.Errorf("policy: %s: %s", path, oneLine(err))
 	}
 	var s Spec
 	switch ext := strings.ToLower(filepath.Ext(path)); {

@@ -660,7 +660,7 @@ func TestLoadFile(t *testing.T) {
 	}
 	_, err := LoadFile(filepath.Join(dir, "missing.json"))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "policy: open "+dir+"/missing.json: no such file or directory")
+	assert.Equal(t, "policy: "+dir+"/missing.json: no such file or directory", err.Error())
 }
 
 // TestLoadAndCompile reads a fixture-style file end to end.

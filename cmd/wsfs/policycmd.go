@@ -52,11 +52,11 @@ func loadPolicySpec(path string) (policy.Spec, error) {
 	}
 	spec, err := policy.LoadFile(path)
 	if err != nil {
-		msg := firstLine(err.Error())
-		if !strings.Contains(msg, path) {
-			msg = "policy file " + path + ": " + msg
-		}
-		return policy.Spec{}, errUsage("%s", msg)
+		// One form for every policy file error, as loadPolicy's:
+		// "policy file X: line 2: unknown field ...".
+		msg := strings.TrimPrefix(firstLine(err.Error()), "policy: "+path+": ")
+		msg = strings.TrimPrefix(strings.TrimPrefix(msg, "yaml: "), "json: ")
+		return policy.Spec{}, errUsage("policy file %s: %s", path, msg)
 	}
 	return spec, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,4 +33,25 @@ func TestUnreachableDaemonHint(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Equal(t, "wsfs: wsfs daemon at "+sock+": dial unix "+sock+": connect: no such file or directory"+
 		" (is `wsfs serve` running? its socket: --socket or $WSFS_SOCKET)\n", errOut)
+}
+
+// Every policy file error has one form: "policy file X: <what>".
+func TestPolicyFileErrorsOneForm(t *testing.T) {
+	dir := tree(t)
+	for _, c := range []struct{ name, content, want string }{
+		{"extra.yaml", "mode: read-only\nextra: 1\n", `line 2: unknown field "extra"`},
+		{"mode.yaml", "mode: bogus\n", `mode "bogus": unknown mode (want read-only, workspace-write or full-access)`},
+		{"trail.json", `{"mode": "read-only"} {}`, `trailing data after the policy object`},
+		{"missing.yaml", "", "no such file or directory"},
+	} {
+		p := dir + "/" + c.name
+		if c.name != "missing.yaml" {
+			if err := os.WriteFile(p, []byte(c.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, errOut, code := cli(t, "policy", "show", "--policy", p)
+		assert.Equal(t, 2, code, c.name)
+		assert.Equal(t, "wsfs: policy file "+p+": "+c.want+"\n", errOut, c.name)
+	}
 }
