@@ -494,9 +494,18 @@ func (m *mount) deny(ctx context.Context, op, p string, d policy.Decision) sysca
 	if c, ok := fuse.FromContext(ctx); ok {
 		pid = c.Pid
 	}
-	m.log.Info("denied", "session", m.session, "op", op, "path", p, "rule", d.Rule,
-		"errno", identity.ErrnoName(d.Errno), "pid", pid)
+	m.log.Info("denied", m.sessionAttr("op", op, "path", p, "rule", d.Rule,
+		"errno", identity.ErrnoName(d.Errno), "pid", pid)...)
 	return d.Errno
+}
+
+// sessionAttr returns the log attributes kv led by session=<id>, or kv
+// alone for a mount of no session (a plain `wsfs mount`): no session="".
+func (m *mount) sessionAttr(kv ...any) []any {
+	if m.session == "" {
+		return kv
+	}
+	return append([]any{"session", m.session}, kv...)
 }
 
 func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {

@@ -113,7 +113,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 	rootNode := m.newNode(rootFd, m.root)
 	if !o.noWatch {
 		if m.watch, err = newWatcher(); err != nil {
-			m.log.Warn("host changes not watched; short cache timeouts", "session", m.session, "err", err)
+			m.log.Warn("host changes not watched; short cache timeouts", m.sessionAttr("err", err)...)
 		}
 	}
 	defEntry, defNeg := DefaultTimeout, time.Duration(0)
