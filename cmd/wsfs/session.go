@@ -168,6 +168,11 @@ the session object (see "session show").`,
 				ID: id, Root: rootAbs, Mountpoint: mp, Policy: &p,
 				Symlinks: string(sl), Parent: parent, Cwd: cwd, AllowWrite: aw,
 			})
+			var ae *api.Error
+			if errors.As(err, &ae) && strings.Contains(ae.Message, ": allow_write ") {
+				// The API's field is the CLI's flag: name the flag.
+				err = &api.Error{Code: ae.Code, Message: strings.Replace(ae.Message, ": allow_write ", ": --allow-write ", 1), Err: err}
+			}
 			if err != nil {
 				return apiFailure(cmd, err)
 			}
