@@ -444,3 +444,68 @@ func TestJailMountsPrivate(t *testing.T) {
 		t.Errorf("the jail sees %s entries in %s, a mount made on the host after it started; want 0", strings.TrimSpace(string(rest)), later)
 	}
 }
+
+// TestJailDoesNotHoldOtherMounts: a jail's namespace holds a copy of every
+// FUSE mount of the host made before it started (bwrap binds "/" whole);
+// unmounting another one must still end its server while the jail runs
+// (fusefs aborts the connection), not wait for the jail to exit.
+func TestJailDoesNotHoldOtherMounts(t *testing.T) {
+	e := newJailEnv(t)
+	other, otherMnt := filepath.Join(e.dir, "other"), filepath.Join(e.dir, "othermnt")
+	for _, d := range []string{other, otherMnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := policy.Compile(policy.Spec{Primary: other, Temp: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fusefs.Mount(fusefs.Config{Root: other, Mountpoint: otherMnt, Policy: pol, Session: "other",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmounted := false
+	t.Cleanup(func() {
+		if !unmounted {
+			srv.Unmount(true)
+		}
+	})
+	cmd, err := e.spec("bash", "-c", "echo ready; read x; echo alive").Command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("jail did not start: %q %v", buf, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Unmount(false) }()
+	select {
+	case err := <-done:
+		unmounted = err == nil
+		if err != nil {
+			t.Fatalf("Unmount of another mount while a jail runs: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Unmount of another mount waits for the jail to exit")
+	}
+	in.Write([]byte("go\n"))
+	rest, _ := io.ReadAll(out)
+	if string(rest) != "alive\n" {
+		t.Errorf("the jail after the other unmount said %q, want it still alive", rest)
+	}
+}
