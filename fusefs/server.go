@@ -352,14 +352,6 @@ func (s *Server) Stats() Stats { return s.m.stats.snapshot() }
 // (umount2(2) MNT_DETACH): it disappears from the namespace at once and the
 // server stops when the last holder lets go.
 func (s *Server) Unmount(force bool) error {
-	// Opened while the mount (so its connection number) is ours: a number
-	// freed by the unmount may be reused at once by another mount, but a
-	// descriptor opened now reaches only this connection (fusectl clears
-	// it when the connection ends: a later write does nothing).
-	abort := openAbort(s.m.mountpoint)
-	if abort != nil {
-		defer abort.Close()
-	}
 	if err := Unmount(s.m.mountpoint, force); err != nil {
 		return err
 	}
@@ -369,47 +361,9 @@ func (s *Server) Unmount(force bool) error {
 		go s.Wait()
 		return nil
 	}
-	if abort != nil {
-		// Nothing in this namespace uses the mount any more (unmount(2)
-		// succeeded without MNT_DETACH), but a copy of it in another mount
-		// namespace (a jail of wsfs exec --confine, which binds the host's
-		// "/" whole) would keep the connection, and this server, alive:
-		// abort it.
-		abort.Write([]byte("1"))
-	}
 	s.Wait()
 	return nil
 }
-
-// openAbort opens the fusectl abort file of the FUSE connection serving
-// mountpoint (/sys/fs/fuse/connections/N/abort, N the mount's device
-// number; Documentation/filesystems/fuse.rst), mounting fusectl there first
-// when it is not mounted (root only). nil when any step fails.
-func openAbort(mountpoint string) *os.File {
-	var st unix.Stat_t
-	if unix.Stat(mountpoint, &st) != nil || unix.Major(st.Dev) != 0 {
-		return nil
-	}
-	const dir = "/sys/fs/fuse/connections"
-	abort := fmt.Sprintf("%s/%d/abort", dir, unix.Minor(st.Dev))
-	if _, err := os.Stat(abort); err != nil {
-		var sfs unix.Statfs_t
-		if unix.Statfs(dir, &sfs) != nil || sfs.Type == fusectlSuperMagic || os.Geteuid() != 0 {
-			return nil
-		}
-		if unix.Mount("fusectl", dir, "fusectl", 0, "") != nil {
-			return nil
-		}
-	}
-	f, err := os.OpenFile(abort, os.O_WRONLY, 0)
-	if err != nil {
-		return nil
-	}
-	return f
-}
-
-// fusectlSuperMagic is the fusectl file system's f_type (linux/magic.h).
-const fusectlSuperMagic = 0x65735543
 
 // Wait blocks until the mount is gone (unmounted by anyone) and the server's
 // descriptors are closed.
