@@ -454,13 +454,10 @@ func statusOf(err error) error {
 // volume AlreadyExists.
 func (p *Plugin) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	vid, target := req.GetVolumeId(), req.GetTargetPath()
+	if err := checkVolumeTarget(vid, target); err != nil {
+		return nil, err
+	}
 	switch {
-	case vid == "":
-		return nil, invalid("volume_id: required")
-	case target == "":
-		return nil, invalid("volume %q: target_path: required", vid)
-	case !filepath.IsAbs(target):
-		return nil, invalid("volume %q: target_path %q: must be absolute", vid, target)
 	case req.GetVolumeCapability() == nil:
 		return nil, invalid("volume %q: volume_capability: required", vid)
 	case req.GetVolumeCapability().GetMount() == nil:
@@ -586,19 +583,29 @@ func podArgs(s mounts.Session, args ...any) []any {
 	return args
 }
 
+// checkVolumeTarget is the rule both node calls apply to their volume_id and
+// target_path (CSI spec: both required; kubelet passes an absolute path): an
+// InvalidArgument status naming the field, or nil.
+func checkVolumeTarget(vid, target string) error {
+	switch {
+	case vid == "":
+		return invalid("volume_id: required")
+	case target == "":
+		return invalid("volume %q: target_path: required", vid)
+	case !filepath.IsAbs(target):
+		return invalid("volume %q: target_path %q: must be absolute", vid, target)
+	}
+	return nil
+}
+
 // NodeUnpublishVolume unmounts the target and removes the session and the
 // target directory. volume_id and target_path are required
 // (InvalidArgument). Idempotent: a volume that is not published (or not at
 // this target) answers OK, clearing a dead wsfs mount left at the target.
 func (p *Plugin) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	vid, target := req.GetVolumeId(), req.GetTargetPath()
-	switch {
-	case vid == "":
-		return nil, invalid("volume_id: required")
-	case target == "":
-		return nil, invalid("volume %q: target_path: required", vid)
-	case !filepath.IsAbs(target):
-		return nil, invalid("volume %q: target_path %q: must be absolute", vid, target)
+	if err := checkVolumeTarget(vid, target); err != nil {
+		return nil, err
 	}
 	given := filepath.Clean(target)
 	target = canonicalTarget(target)
