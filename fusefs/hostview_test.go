@@ -1,6 +1,7 @@
 package fusefs_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,5 +212,50 @@ func TestHostViewBindFromNoneRoot(t *testing.T) {
 	wantErrno(t, "lstat through a bind mount of a none root", err, syscall.EACCES)
 	if b, err := os.ReadFile(hv + pub + "/p"); err != nil || string(b) != "p\n" {
 		t.Errorf("read through an ordinary bind mount: %q, %v", b, err)
+	}
+}
+
+// UnmountSiblingHostView races the session's own server, which takes the
+// host view down as soon as it sees its session unmounted: a failed unmount
+// of a view that is gone by then is success; one that is still there is the
+// error.
+func TestUnmountSiblingHostViewRace(t *testing.T) {
+	dir := canonT(t, t.TempDir())
+	mnt := filepath.Join(dir, "mnt")
+	hv := mnt + "@host"
+	mkdirT(t, hv, 0o755)
+	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{Mountpoint: hv, Policy: compileT(t, specFor(t, dir)), NoWatch: true, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("MountHostView(%s): %v", hv, err)
+	}
+	t.Cleanup(func() {
+		if isMounted(hv) {
+			syscall.Unmount(hv, syscall.MNT_DETACH)
+		}
+		srv.Wait()
+	})
+
+	still := errors.New("fusermount3: device or resource busy")
+	got, err := fusefs.UnmountSiblingHostViewWith(mnt, func(string, bool) error { return still })
+	if got != hv || err != still {
+		t.Errorf("UnmountSiblingHostView(%s) with a failed unmount of a mounted view = %q, %v; want %q, %v", mnt, got, err, hv, still)
+	}
+
+	lost := func(p string, force bool) error {
+		if err := fusefs.Unmount(p, force); err != nil { // the server won
+			t.Fatalf("Unmount(%s): %v", p, err)
+		}
+		return errors.New("fusermount3: entry for " + p + " not found in /etc/mtab")
+	}
+	got, err = fusefs.UnmountSiblingHostViewWith(mnt, lost)
+	if got != hv || err != nil {
+		t.Errorf("UnmountSiblingHostView(%s) after the server unmounted the view = %q, %v; want %q, nil", mnt, got, err, hv)
+	}
+	if isMounted(hv) {
+		t.Errorf("%s is still mounted", hv)
+	}
+	got, err = fusefs.UnmountSiblingHostView(mnt)
+	if got != "" || err != nil {
+		t.Errorf("UnmountSiblingHostView(%s) with no view = %q, %v; want \"\", nil", mnt, got, err)
 	}
 }

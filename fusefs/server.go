@@ -475,15 +475,33 @@ const HostViewSource = "wsfs-host"
 // unmounted a host view must leave the tree at once, or a later `rm -rf` of
 // the directory holding both walks into the host's "/" through it.
 func UnmountSiblingHostView(mountpoint string) (string, error) {
+	return unmountSiblingHostView(mountpoint, Unmount)
+}
+
+func unmountSiblingHostView(mountpoint string, unmount func(string, bool) error) (string, error) {
 	hv := filepath.Clean(mountpoint) + "@host"
 	table, err := MountTable()
 	if err != nil {
 		return "", err
 	}
-	if e, ok := table[hv]; !ok || e.FSType != "fuse.wsfs" || e.Source != HostViewSource {
+	if !isHostView(table, hv) {
 		return "", nil
 	}
-	return hv, Unmount(hv, true)
+	if err := unmount(hv, true); err != nil {
+		// The session's server takes its host view down as soon as it sees
+		// its session unmounted, and may win the race: gone is done.
+		if table, terr := MountTable(); terr == nil && !isHostView(table, hv) {
+			return hv, nil
+		}
+		return hv, err
+	}
+	return hv, nil
+}
+
+// isHostView reports whether table has a host view mounted at path.
+func isHostView(table map[string]MountEntry, path string) bool {
+	e, ok := table[path]
+	return ok && e.FSType == "fuse.wsfs" && e.Source == HostViewSource
 }
 
 // checkWsfsMount refuses to unmount what is not a wsfs mount (a tmpfs,
