@@ -34,6 +34,7 @@
 package confine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -293,11 +294,20 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 // end the whole jail (bwrap's --die-with-parent and the PID namespace take
 // every process in it down).
 func (s Spec) Command() (*exec.Cmd, error) {
-	bw, _, args, err := s.prepare()
+	bw, helper, args, err := s.prepare()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bw, args...)
+	if os.Geteuid() == 0 {
+		// bwrap starts from a namespace without the FUSE mounts the jail
+		// does not use (detach.go): the pre-stage, in the helper binary.
+		enc, err := json.Marshal(nsConfig{Keep: s.keepPaths(bw, helper)})
+		if err != nil {
+			return nil, fmt.Errorf("confine: %w", err)
+		}
+		cmd = exec.Command(helper, append([]string{nsArg, string(enc), "--", bw}, args...)...)
+	}
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd, nil
@@ -308,7 +318,7 @@ func (s Spec) Command() (*exec.Cmd, error) {
 // Exec reaches the jail. Descriptors above stderr are closed first. It
 // returns only on failure.
 func (s Spec) Exec() error {
-	bw, _, args, err := s.prepare()
+	bw, helper, args, err := s.prepare()
 	if err != nil {
 		return err
 	}
@@ -317,6 +327,13 @@ func (s Spec) Exec() error {
 	}
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("confine: close inherited descriptors: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		// bwrap starts from a namespace without the FUSE mounts the jail
+		// does not use (detach.go); this thread execs it.
+		if err := isolateMounts(s.keepPaths(bw, helper)); err != nil {
+			return fmt.Errorf("confine: %w", err)
+		}
 	}
 	err = syscall.Exec(bw, append([]string{bw}, args...), []string{})
 	return fmt.Errorf("confine: exec %s: %w", bw, err)

@@ -53,14 +53,20 @@ const ExitConfineFailed = 126
 const ExitNotFound = 127
 
 // Init runs the helper stage when this process is one (the jail's first
-// process after bwrap's set-up) and never returns then; otherwise it returns
-// at once. A binary that starts jails with Spec.Helper unset (itself) calls
+// process after bwrap's set-up), or the pre-stage that starts bwrap in a
+// mount namespace without other FUSE mounts (Spec.Command, as root), and
+// never returns then; otherwise it returns at once. A binary that starts jails with Spec.Helper unset (itself) calls
 // Init first thing in main.
 func Init() {
-	if len(os.Args) < 5 || os.Args[1] != helperArg || os.Args[3] != "--" {
+	if len(os.Args) < 5 || os.Args[3] != "--" {
 		return
 	}
-	os.Exit(runHelper(os.Args[2], os.Args[4:]))
+	switch os.Args[1] {
+	case helperArg:
+		os.Exit(runHelper(os.Args[2], os.Args[4:]))
+	case nsArg:
+		os.Exit(runNamespaceStage(os.Args[2], os.Args[4:]))
+	}
 }
 
 // runHelper completes the jail from inside it and execs args.

@@ -1,0 +1,233 @@
+package confine
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The jail must not hold FUSE mounts that are not its own. bwrap's
+// `--ro-bind / /` copies every mount of the caller's namespace into the
+// jail's, and a FUSE connection ends only when its last mount, in any
+// namespace, is gone: a copy of another session's mount in a running jail
+// kept that session's server alive after `wsfs unmount` (its Server.Wait
+// blocked, the daemon's `session rm` of it too) until the jail exited.
+// So, as root, bwrap starts in a mount namespace of its own (the
+// pre-stage below: unshare(2), every mount made private, then each FUSE
+// mount the jail does not use detached) and copies that one. Detaching
+// there happens before any covering, so no mount is out of reach under a
+// tmpfs; and since the namespace is private, nothing propagates back to
+// the host.
+
+// nsArg marks the pre-stage's command line: BINARY nsArg CONFIG -- BWRAP
+// ARGS...
+const nsArg = "__wsfs-confine-ns"
+
+// nsConfig is what the pre-stage needs, passed as JSON in one argument.
+type nsConfig struct {
+	// Keep are paths whose mounts (and those mounts' ancestors) stay: the
+	// views' sources, the writable and read-only directories, bwrap and
+	// the helper.
+	Keep []string `json:"keep"`
+}
+
+// keepPaths returns the paths whose FUSE mounts the jail uses.
+func (s Spec) keepPaths(bw, helper string) []string {
+	keep := viewSources(s.Views)
+	keep = append(keep, s.Writable...)
+	keep = append(keep, s.ReadOnly...)
+	return append(keep, bw, helper)
+}
+
+// runNamespaceStage is the pre-stage: it isolates this thread's mounts
+// (isolateMounts) and execs bwrap (args[0]) with args and an empty
+// environment.
+func runNamespaceStage(config string, args []string) int {
+	var cfg nsConfig
+	if err := json.Unmarshal([]byte(config), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "wsfs: confine: pre-stage configuration: %v\n", err)
+		return ExitConfineFailed
+	}
+	if err := isolateMounts(cfg.Keep); err != nil {
+		fmt.Fprintf(os.Stderr, "wsfs: confine: %v\n", err)
+		return ExitConfineFailed
+	}
+	err := syscall.Exec(args[0], args, []string{})
+	fmt.Fprintf(os.Stderr, "wsfs: confine: exec %s: %v\n", args[0], err)
+	return ExitConfineFailed
+}
+
+// isolateMounts moves the calling thread into a new mount namespace
+// (unshare(2) CLONE_NEWNS), makes every mount in it private (so that
+// nothing done here or later reaches the host, mount_namespaces(7)) and
+// detaches every FUSE mount that does not hold one of keep nor lies under
+// one that does (detachForeignFUSE). It locks the goroutine to its thread
+// for good: the thread must exec (or the process exit) afterwards; the
+// runtime ends a thread whose goroutine exits locked.
+func isolateMounts(keep []string) error {
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("new mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make the jail's mounts private: %w", err)
+	}
+	return detachForeignFUSE(keep)
+}
+
+// mountEntry is one line of /proc/PID/mountinfo (proc(5)): the mount's id,
+// its parent's id, where it is mounted (unescaped) and its file system
+// type.
+type mountEntry struct {
+	id, parent int
+	point      string
+	fstype     string
+}
+
+// readMountinfo parses a mountinfo file.
+func readMountinfo(path string) ([]mountEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mountEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root point options [optional...] - fstype source super-options
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if len(fields) < 5 || sep < 6 || sep+1 >= len(fields) {
+			return nil, fmt.Errorf("%s: malformed line %q", path, sc.Text())
+		}
+		id, err1 := strconv.Atoi(fields[0])
+		parent, err2 := strconv.Atoi(fields[1])
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%s: malformed line %q", path, sc.Text())
+		}
+		out = append(out, mountEntry{id: id, parent: parent, point: unescapeOctal(fields[4]), fstype: fields[sep+1]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// unescapeOctal undoes mountinfo's \ooo escapes (space, tab, newline and
+// backslash in paths, fs/proc_namespace.c's mangle).
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// isFUSE reports whether a mountinfo file system type is FUSE's ("fuse",
+// "fuseblk", "fuse.NAME"; not "fusectl", the control file system).
+func isFUSE(fstype string) bool {
+	return fstype == "fuse" || fstype == "fuseblk" || strings.HasPrefix(fstype, "fuse.")
+}
+
+// mountIDAt returns the id of the mount p resolves into (statx(2)
+// STATX_MNT_ID), without asking a FUSE server for fresh attributes
+// (AT_STATX_DONT_SYNC) and without triggering an automount. follow says
+// whether a final symlink is followed.
+func mountIDAt(p string, follow bool) (int, error) {
+	flags := unix.AT_STATX_DONT_SYNC | unix.AT_NO_AUTOMOUNT
+	if !follow {
+		flags |= unix.AT_SYMLINK_NOFOLLOW
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, flags, unix.STATX_MNT_ID, &stx); err != nil {
+		return 0, err
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, fmt.Errorf("statx %s: no mount id (Linux 5.8 or newer needed)", p)
+	}
+	return int(stx.Mnt_id), nil
+}
+
+// detachForeignFUSE detaches (umount2(2) MNT_DETACH) every FUSE mount of
+// the calling thread's mount namespace except the mounts holding the
+// existing paths of keep and their ancestors. A mount is detached only
+// where it is the topmost mount at its path (statx's mount id says so);
+// one covered by another mount at the same path is detached once the
+// covering one is gone (rounds until nothing changes), one covered by a
+// mount the jail keeps stays. Call it only in a private namespace of the
+// thread's own (isolateMounts): an unmount in a namespace that shares
+// mounts with the host propagates to it.
+func detachForeignFUSE(keep []string) error {
+	kept := map[int]bool{}
+	for _, p := range keep {
+		if id, err := mountIDAt(p, true); err == nil {
+			kept[id] = true
+		}
+	}
+	for round := 0; ; round++ {
+		ms, err := readMountinfo("/proc/thread-self/mountinfo")
+		if err != nil {
+			return fmt.Errorf("list the jail's mounts: %w", err)
+		}
+		parent := make(map[int]int, len(ms))
+		for _, m := range ms {
+			parent[m.id] = m.parent
+		}
+		// Whatever a kept mount hangs from stays too.
+		keepAll := map[int]bool{}
+		for id := range kept {
+			for seen := 0; id != 0 && !keepAll[id] && seen < len(ms); seen++ {
+				keepAll[id] = true
+				id = parent[id]
+			}
+		}
+		// Outer mounts first: detaching one takes its subtree along.
+		slices.SortStableFunc(ms, func(a, b mountEntry) int { return depth(a.point) - depth(b.point) })
+		detached := map[int]bool{}
+		under := func(id int) bool {
+			for seen := 0; id != 0 && seen < len(ms); seen++ {
+				if detached[id] {
+					return true
+				}
+				id = parent[id]
+			}
+			return false
+		}
+		covered := false
+		for _, m := range ms {
+			if !isFUSE(m.fstype) || keepAll[m.id] || under(m.id) {
+				continue
+			}
+			if top, err := mountIDAt(m.point, false); err != nil || top != m.id {
+				covered = true // another mount lies over it (or its path is gone)
+				continue
+			}
+			if err := unix.Unmount(m.point, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
+				return fmt.Errorf("detach the FUSE mount at %s from the jail: %w", m.point, err)
+			}
+			detached[m.id] = true
+		}
+		if !covered || len(detached) == 0 || round == 16 {
+			return nil
+		}
+	}
+}
