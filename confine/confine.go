@@ -4,8 +4,10 @@
 // it (so absolute paths into a root go through the mount's policy and the
 // backing store is never reached directly), only a few directories are
 // writable directly, hidden places are covered by empty read-only tmpfs
-// mounts, every mount is made private after the set-up (no host mount
-// event reaches the jail), and the command gets its own PID namespace and
+// mounts, every mount is private (no host mount event reaches the jail), no
+// FUSE mount the jail does not use is in its namespace at all (as root:
+// bwrap starts from a namespace of its own without them, detach.go; a copy
+// would keep another session's server alive after its unmount), and the command gets its own PID namespace and
 // /proc, no capabilities (the bounding set emptied) and no_new_privs. Inside, before the command starts, a helper
 // stage (Init, in the same binary) applies Landlock as a second layer (one
 // ruleset) and a seccomp filter that refuses io_uring and socket(AF_UNIX).
@@ -289,7 +291,9 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 }
 
 // Command returns the jail as a command to start (bwrap with the helper
-// stage, then s.Args). Its Stdin, Stdout and Stderr are the caller's to set;
+// stage, then s.Args; as root, the helper binary's pre-stage first, which
+// execs bwrap from a mount namespace without the FUSE mounts the jail does
+// not use). Its Stdin, Stdout and Stderr are the caller's to set;
 // other descriptors are not passed. Cancel or kill the returned process to
 // end the whole jail (bwrap's --die-with-parent and the PID namespace take
 // every process in it down).
@@ -315,8 +319,10 @@ func (s Spec) Command() (*exec.Cmd, error) {
 
 // Exec replaces the calling process with the jail (execve(2) of bwrap):
 // the caller's pid becomes bwrap's, so a pidfd taken on the caller before
-// Exec reaches the jail. Descriptors above stderr are closed first. It
-// returns only on failure.
+// Exec reaches the jail. Descriptors above stderr are closed first; as
+// root, the calling thread then moves to a mount namespace of its own
+// without the FUSE mounts the jail does not use, which bwrap copies. It
+// returns only on failure (the thread may then be in that namespace: exit).
 func (s Spec) Exec() error {
 	bw, helper, args, err := s.prepare()
 	if err != nil {

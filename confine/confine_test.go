@@ -385,24 +385,8 @@ func BenchmarkStart(b *testing.B) {
 // mount's device.
 func TestJailHolders(t *testing.T) {
 	e := newJailEnv(t)
-	cmd, err := e.spec("bash", "-c", "echo ready; exec sleep 600").Command()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
-		cmd.Wait()
-		t.Fatalf("jail did not start: %q %v; stderr %q", buf, err, stderr.String())
+	if first, _, _, _ := startJail(t, e.spec("bash", "-c", "echo ready; exec sleep 600")); first != "ready\n" {
+		t.Fatalf("jail said %q, want ready", first)
 	}
 	var found []string
 	for _, h := range fusefs.Holders(e.mnt) {
@@ -434,28 +418,9 @@ func TestJailMountsPrivate(t *testing.T) {
 	if err := syscall.Mount("", shared, "", syscall.MS_SHARED, ""); err != nil {
 		t.Fatal(err)
 	}
-	cmd, err := e.spec("bash", "-c", `echo ready; read x; ls -A "$1" | wc -l`, "jail", later).Command()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
-		cmd.Wait()
-		t.Fatalf("jail did not start: %q %v; stderr %q", buf, err, stderr.String())
+	first, in, out, _ := startJail(t, e.spec("bash", "-c", `echo ready; read x; ls -A "$1" | wc -l`, "jail", later))
+	if first != "ready\n" {
+		t.Fatalf("jail said %q, want ready", first)
 	}
 	if err := syscall.Mount("tmpfs", later, "tmpfs", 0, ""); err != nil {
 		t.Fatal(err)
@@ -511,31 +476,7 @@ func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
 	// The jail reports what it sees, then waits for a line on stdin.
 	s := e.spec("bash", "-c", `echo "ready $(ls -A "$1" | wc -l) $(awk -v d="$2" '$3 == d' /proc/self/mountinfo | wc -l)"; read x; echo alive`, "jail", otherMnt, dev)
-	cmd, err := s.Command()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	r := bufio.NewReader(out)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("jail did not start: %q %v; stderr %q", line, err, stderr.String())
-	}
+	line, in, r, _ := startJail(t, s)
 	if line != "ready 0 0\n" {
 		t.Errorf("in the jail %s shows %q (entries, mounts of device %s), want \"ready 0 0\": the other mount is still there", otherMnt, line, dev)
 	}
@@ -553,6 +494,38 @@ func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 	in.Write([]byte("go\n"))
 	rest, _ := io.ReadAll(r)
 	if string(rest) != "alive\n" {
-		t.Errorf("the jail after the other unmount said %q, want it still alive; stderr %q", rest, stderr.String())
+		t.Errorf("the jail after the other unmount said %q, want it still alive", rest)
 	}
+}
+
+// startJail starts the jail of s with its stdin and stdout piped, waits
+// for the first line it prints and returns it with the pipes; the cleanup
+// kills the jail. A jail that ends before printing fails the test with its
+// stderr (read stderr only after the jail ended).
+func startJail(t *testing.T, s confine.Spec) (first string, in io.WriteCloser, out *bufio.Reader, stderr *bytes.Buffer) {
+	t.Helper()
+	cmd, err := s.Command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr = &bytes.Buffer{}
+	cmd.Stderr = stderr
+	if in, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	out = bufio.NewReader(pipe)
+	if first, err = out.ReadString('\n'); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("jail did not start: %q %v; stderr %q", first, err, stderr.String())
+	}
+	return first, in, out, stderr
 }

@@ -1,16 +1,15 @@
 package confine
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/wsfs/wsfs/identity"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,82 +82,26 @@ func isolateMounts(keep []string) error {
 	return detachForeignFUSE(keep)
 }
 
-// mountEntry is one line of /proc/PID/mountinfo (proc(5)): the mount's id,
-// its parent's id, where it is mounted (unescaped) and its file system
-// type.
-type mountEntry struct {
-	id, parent int
-	point      string
-	fstype     string
-}
-
-// readMountinfo parses a mountinfo file.
-func readMountinfo(path string) ([]mountEntry, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root point options [optional...] - fstype source super-options
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if len(fields) < 5 || sep < 6 || sep+1 >= len(fields) {
-			return nil, fmt.Errorf("%s: malformed line %q", path, sc.Text())
-		}
-		id, err1 := strconv.Atoi(fields[0])
-		parent, err2 := strconv.Atoi(fields[1])
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("%s: malformed line %q", path, sc.Text())
-		}
-		out = append(out, mountEntry{id: id, parent: parent, point: unescapeOctal(fields[4]), fstype: fields[sep+1]})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
-}
-
-// unescapeOctal undoes mountinfo's \ooo escapes (space, tab, newline and
-// backslash in paths, fs/proc_namespace.c's mangle).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
-
 // isFUSE reports whether a mountinfo file system type is FUSE's ("fuse",
 // "fuseblk", "fuse.NAME"; not "fusectl", the control file system).
 func isFUSE(fstype string) bool {
 	return fstype == "fuse" || fstype == "fuseblk" || strings.HasPrefix(fstype, "fuse.")
 }
 
-// mountIDAt returns the id of the mount p resolves into (statx(2)
-// STATX_MNT_ID), without asking a FUSE server for fresh attributes
-// (AT_STATX_DONT_SYNC) and without triggering an automount. follow says
-// whether a final symlink is followed.
+// mountIDAt returns the id of the mount p resolves into (statx(2)'s
+// stx_mnt_id, filled by the VFS whatever the mask). It asks for no
+// attribute at all and accepts cached ones (AT_STATX_DONT_SYNC), so the
+// final FUSE inode sends no request to its server, and a FUSE mount of
+// another user without allow_other answers too (fuse_getattr's empty-mask
+// case) instead of EACCES; it triggers no automount. follow says whether a
+// final symlink is followed.
 func mountIDAt(p string, follow bool) (int, error) {
 	flags := unix.AT_STATX_DONT_SYNC | unix.AT_NO_AUTOMOUNT
 	if !follow {
 		flags |= unix.AT_SYMLINK_NOFOLLOW
 	}
 	var stx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, p, flags, unix.STATX_MNT_ID, &stx); err != nil {
+	if err := unix.Statx(unix.AT_FDCWD, p, flags, 0, &stx); err != nil {
 		return 0, err
 	}
 	if stx.Mask&unix.STATX_MNT_ID == 0 {
@@ -184,13 +127,14 @@ func detachForeignFUSE(keep []string) error {
 		}
 	}
 	for round := 0; ; round++ {
-		ms, err := readMountinfo("/proc/thread-self/mountinfo")
+		data, err := os.ReadFile("/proc/thread-self/mountinfo")
 		if err != nil {
 			return fmt.Errorf("list the jail's mounts: %w", err)
 		}
+		ms := identity.ParseMountinfo(string(data))
 		parent := make(map[int]int, len(ms))
 		for _, m := range ms {
-			parent[m.id] = m.parent
+			parent[m.ID] = m.Parent
 		}
 		// Whatever a kept mount hangs from stays too.
 		keepAll := map[int]bool{}
@@ -201,7 +145,7 @@ func detachForeignFUSE(keep []string) error {
 			}
 		}
 		// Outer mounts first: detaching one takes its subtree along.
-		slices.SortStableFunc(ms, func(a, b mountEntry) int { return depth(a.point) - depth(b.point) })
+		slices.SortStableFunc(ms, func(a, b identity.Mount) int { return depth(a.Point) - depth(b.Point) })
 		detached := map[int]bool{}
 		under := func(id int) bool {
 			for seen := 0; id != 0 && seen < len(ms); seen++ {
@@ -214,17 +158,17 @@ func detachForeignFUSE(keep []string) error {
 		}
 		covered := false
 		for _, m := range ms {
-			if !isFUSE(m.fstype) || keepAll[m.id] || under(m.id) {
+			if !isFUSE(m.FSType) || keepAll[m.ID] || under(m.ID) {
 				continue
 			}
-			if top, err := mountIDAt(m.point, false); err != nil || top != m.id {
+			if top, err := mountIDAt(m.Point, false); err != nil || top != m.ID {
 				covered = true // another mount lies over it (or its path is gone)
 				continue
 			}
-			if err := unix.Unmount(m.point, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
-				return fmt.Errorf("detach the FUSE mount at %s from the jail: %w", m.point, err)
+			if err := unix.Unmount(m.Point, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
+				return fmt.Errorf("detach the FUSE mount at %s from the jail: %w", m.Point, err)
 			}
-			detached[m.id] = true
+			detached[m.ID] = true
 		}
 		if !covered || len(detached) == 0 || round == 16 {
 			return nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/wsfs/wsfs/identity"
 )
 
 // mangle escapes a path as the kernel does in mountinfo (fs/seq_file.c,
@@ -42,10 +44,10 @@ func FuzzMountinfo(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got := unescapeMountinfo(s); len(got) > len(s) {
+		if got := identity.UnescapeMountinfo(s); len(got) > len(s) {
 			t.Fatalf("unescapeMountinfo(%q) = %q: longer than its input", s, got)
 		}
-		if got := unescapeMountinfo(mangle(s)); got != s {
+		if got := identity.UnescapeMountinfo(mangle(s)); got != s {
 			t.Fatalf("unescapeMountinfo(mangle(%q)) = %q", s, got)
 		}
 		_ = parseMountinfo(s) // no panic on any text

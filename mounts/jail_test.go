@@ -1,6 +1,7 @@
 package mounts_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/api"
+	"golang.org/x/sys/unix"
 )
 
 // needJail skips when bubblewrap is missing (hack/ci-setup.sh installs it).
@@ -399,5 +401,82 @@ func TestJailFallbackWithoutBwrap(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(root, "d2/a")); got != "d1/a" {
 		t.Errorf("d2/a = %q after the move", got)
+	}
+}
+
+// TestJailDoesNotHoldOtherSessions: a running jail of session s1 holds no
+// mount of session s2 (neither its mount nor its host view is in the
+// jail's namespace), so `session rm s2` returns while the jail runs,
+// instead of waiting in the unmount for the jail to exit, and the jail
+// lives on.
+func TestJailDoesNotHoldOtherSessions(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	r1, r2 := filepath.Join(dir, "r1"), filepath.Join(dir, "r2")
+	mkTree(t, r1, "f")
+	mkTree(t, r2, "g")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: r1}); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := d.c.Create(ctx, api.CreateRequest{ID: "s2", Root: r2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs []string
+	for _, p := range []string{s2.Mountpoint, filepath.Join(d.mountBase, "@host", "s2")} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	}
+	// The jail says how many of its mounts are s2's, then waits for a line.
+	cmd := exec.Command(wsfsBin, "exec", "--session", "s1", "--confine", "--", "bash", "-c",
+		`echo "ready $(awk -v a="$1" -v b="$2" '$3 == a || $3 == b' /proc/self/mountinfo | wc -l)"; read x; echo alive`, "jail", devs[0], devs[1])
+	cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("jail did not start: %q %v; stderr %q", line, err, stderr.String())
+	}
+	if line != "ready 0\n" {
+		t.Errorf("the jail of s1 lists %q mounts of s2's devices %v, want \"ready 0\"", line, devs)
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- d.c.Remove(ctx, "s2", false) }()
+	select {
+	case err := <-removed:
+		if err != nil {
+			t.Fatalf("session rm s2 while a jail of s1 runs: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		// The cleanup kills the jail, which lets the removal finish.
+		t.Fatal("session rm s2 still waits for the jail of s1 after 60 s")
+	}
+	if ms := fuseMountsUnder(t, filepath.Join(d.mountBase, "s2")); len(ms) != 0 {
+		t.Errorf("mounts of s2 left after its removal: %v", ms)
+	}
+	in.Write([]byte("go\n"))
+	rest, _ := io.ReadAll(r)
+	if string(rest) != "alive\n" {
+		t.Errorf("the jail of s1 after s2's removal said %q, want it still alive; stderr %q", rest, stderr.String())
 	}
 }

@@ -70,8 +70,10 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
             read-only directories); other processes (own PID namespace and
             /proc: no other environ, maps, cmdline; no signals out);
             capabilities (all dropped, the bounding set too; no_new_privs);
-            mount events of the host (the jail's mounts are private after
-            the set-up); Unix sockets (socket(AF_UNIX): EACCES, so the
+            mount events of the host (the jail's mounts are private);
+            other FUSE mounts (other sessions', any FUSE file system the
+            jail does not use: not in its namespace at all, so their
+            unmount never waits for the jail); Unix sockets (socket(AF_UNIX): EACCES, so the
             daemon cannot be asked to widen the policy), io_uring (ENOSYS)
             and TIOCSTI/TIOCLINUX (EPERM), by a seccomp filter (amd64,
             arm64); descriptors other than stdio; stdio that is a
