@@ -184,6 +184,30 @@ func (s Spec) Check() error {
 	return nil
 }
 
+// coveredHidden reports whether the hidden path h lies inside another
+// hidden path with no writable directory between them that shows what is
+// under the outer one again: the outer tmpfs already hides h, and a tmpfs
+// of its own would only make h's name appear in the empty outer directory
+// (bwrap creates the mountpoint), naming another session in the mount
+// base, say.
+func (s Spec) coveredHidden(h string) bool {
+	for _, outer := range s.Hidden {
+		if outer == h || !identity.Within(h, outer) {
+			continue
+		}
+		shown := false
+		for _, w := range s.Writable {
+			if identity.Within(w, outer) && identity.Within(h, w) {
+				shown = true
+			}
+		}
+		if !shown {
+			return true
+		}
+	}
+	return false
+}
+
 // viewOf returns the index of the innermost view containing p, or -1.
 func (s Spec) viewOf(p string) int {
 	best := -1
@@ -239,6 +263,9 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 	// bound on top; each tmpfs is made read-only last.
 	var hidden []string
 	for _, h := range sortedByDepth(s.Hidden) {
+		if s.coveredHidden(h) {
+			continue // an outer tmpfs hides it, and its name with it
+		}
 		if _, err := os.Lstat(h); err != nil {
 			continue // nothing to hide
 		}

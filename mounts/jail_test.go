@@ -406,7 +406,9 @@ func TestJailFallbackWithoutBwrap(t *testing.T) {
 
 // TestJailDoesNotHoldOtherSessions: a running jail of session s1 holds no
 // mount of session s2 (neither its mount nor its host view is in the
-// jail's namespace), so `session rm s2` returns while the jail runs,
+// jail's namespace), the mount base and the state directory show only the
+// ways to s1's own host view and temp directory (no other session's name),
+// and `session rm s2` returns while the jail runs,
 // instead of waiting in the unmount for the jail to exit, and the jail
 // lives on.
 func TestJailDoesNotHoldOtherSessions(t *testing.T) {
@@ -432,9 +434,12 @@ func TestJailDoesNotHoldOtherSessions(t *testing.T) {
 		}
 		devs = append(devs, fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
 	}
-	// The jail says how many of its mounts are s2's, then waits for a line.
+	// The jail says how many of its mounts are s2's and what it sees of
+	// the mount base and the state directory (only the ways to its own
+	// host view and temp directory), then waits for a line.
 	cmd := exec.Command(wsfsBin, "exec", "--session", "s1", "--confine", "--", "bash", "-c",
-		`echo "ready $(awk -v a="$1" -v b="$2" '$3 == a || $3 == b' /proc/self/mountinfo | wc -l)"; read x; echo alive`, "jail", devs[0], devs[1])
+		`echo "ready $(awk -v a="$1" -v b="$2" '$3 == a || $3 == b' /proc/self/mountinfo | wc -l)" $(ls -A "$3" "$3/@host" "$4" "$4/tmp"); read x; echo alive`,
+		"jail", devs[0], devs[1], d.mountBase, d.stateDir)
 	cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -457,8 +462,9 @@ func TestJailDoesNotHoldOtherSessions(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("jail did not start: %q %v; stderr %q", line, err, stderr.String())
 	}
-	if line != "ready 0\n" {
-		t.Errorf("the jail of s1 lists %q mounts of s2's devices %v, want \"ready 0\"", line, devs)
+	want := fmt.Sprintf("ready 0 %s: @host %s/@host: s1 %s: tmp %s/tmp: s1\n", d.mountBase, d.mountBase, d.stateDir, d.stateDir)
+	if line != want {
+		t.Errorf("the jail of s1 says %q, want %q (no mount of s2's devices %v; of the mount base and the state directory only the ways to s1's host view and temp directory)", line, want, devs)
 	}
 	removed := make(chan error, 1)
 	go func() { removed <- d.c.Remove(ctx, "s2", false) }()
