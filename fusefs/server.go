@@ -322,6 +322,19 @@ func (s *Server) SetPolicy(p *policy.Policy) {
 	}
 }
 
+// Decide returns what the mount answers for op at the canonical physical
+// path p, without a round trip through the kernel (so a process that must
+// not look into its own mount, like the daemon, can ask): a host view's
+// own rules first (a hidden place or a none root is EACCES
+// "hostview:hidden"; a lookup on the way to a visible place through a
+// refused area is allowed as "hostview:passage"; a session link cannot be
+// changed), then the policy (policy.Policy.Decide). What a particular inode
+// adds (the protection that follows a renamed protected object) is not
+// known here; mount crossings (a refused file system type) are not checked.
+func (s *Server) Decide(op policy.Op, p string) policy.Decision {
+	return s.m.decide(op, p, policy.Object{})
+}
+
 // Policy returns the policy in force.
 func (s *Server) Policy() *policy.Policy { return s.m.pol.Load() }
 

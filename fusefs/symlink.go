@@ -138,10 +138,17 @@ func (r *linkRules) present(dir, text string) (shown, key string) {
 		// mount's root is not the backing root).
 		return key, key
 	}
-	if key == "/" {
-		return r.hostView, key
+	return InHostView(r.hostView, key), key
+}
+
+// InHostView returns the path of the canonical physical path p inside the
+// host view mounted at hv: hv itself for "/", else hv+p. It is where the
+// host view shows p (DESIGN.md, "Host view").
+func InHostView(hv, p string) string {
+	if p == "/" {
+		return hv
 	}
-	return r.hostView + key, key
+	return hv + p
 }
 
 // special reports whether the object at the canonical path key is a device,

@@ -90,7 +90,7 @@ type creation struct {
 	parentPol   *policy.Policy
 	parentLinks fusefs.SymlinkMode
 	parentAllow []string // the parent's allow_write
-	startRel    string   // the starting directory, relative to the mount root
+	startRel    string   // the starting directory, as session.cwd
 	mp          string   // the mountpoint as given (or the default)
 	key         string   // its canonical path, reserved in m.mountpoints
 	existed     bool     // the mountpoint existed before Create
@@ -252,10 +252,12 @@ func (c *creation) startFromParent(ctx context.Context) error {
 		}
 		return errorf(CodeOf(perr), "session %q: parent: %v", id, perr)
 	}
-	if !identity.Within(pd.Physical, c.root) {
-		return errorf(CodeInvalid, "session %q: parent %q's directory %s is outside the root %s", id, spec.Parent, pd.Physical, c.root)
+	// Outside the child's root the parent's directory is a host path,
+	// which startDir checks against the child's policy like any other.
+	c.startRel = pd.Physical
+	if identity.Within(pd.Physical, c.root) {
+		c.startRel, _ = filepath.Rel(c.root, pd.Physical)
 	}
-	c.startRel, _ = filepath.Rel(c.root, pd.Physical)
 	return nil
 }
 
@@ -462,6 +464,7 @@ func (c *creation) publish(ctx context.Context) error {
 	s := c.s
 	s.mu.Lock()
 	s.rec, s.srv, s.pol, s.events, s.cwd, s.rootID = rec, c.srv, c.pol, c.events, c.startRel, c.rootID
+	s.hostView = m.hostViewOf(id)
 	s.mu.Unlock()
 	return nil
 }

@@ -58,7 +58,8 @@ type session struct {
 	srv      *fusefs.Server // nil when failed
 	pol      *policy.Policy
 	events   *eventLog
-	cwd      string // relative to the mount root; "." is the root
+	cwd      string // relative to the mount root ("." is the root), or outside it a physical path (workdir.go)
+	hostView string // the host view's mountpoint (Manager.hostViewOf)
 	failed   string // why Recover could not mount it; "" when mounted
 	creating bool   // Create is still working on it: invisible to others
 	gone     bool   // removed
@@ -166,14 +167,14 @@ func (s *session) snapshot() Session {
 		Policy:     s.rec.Policy,
 		Symlinks:   s.rec.Symlinks,
 		Parent:     s.rec.Parent,
-		Cwd:        inMount(s.rec.Mountpoint, s.cwd),
+		Cwd:        cwdPath(s.rec.Mountpoint, s.hostView, s.cwd),
 		TmpDir:     s.rec.TmpDir,
 		AllowWrite: s.rec.AllowWrite,
 		Created:    s.rec.Created,
 		State:      StateMounted,
 		Labels:     maps.Clone(s.rec.Labels),
 	}
-	out.CwdPhysical = physicalOf(s.rec.Root, s.cwd)
+	out.CwdPhysical = cwdPhysical(s.rec.Root, s.cwd)
 	if s.pol != nil {
 		// The policy in force, every default filled in (the record keeps
 		// the spec as given).

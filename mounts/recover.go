@@ -154,7 +154,7 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	// The temp directory is this state directory's, whatever the record
 	// says: Remove deletes it.
 	rec.TmpDir = filepath.Join(m.tmpBase, id)
-	s := &session{rec: rec, cwd: rec.StartCwd}
+	s := &session{rec: rec, cwd: rec.StartCwd, hostView: m.hostViewOf(id)}
 	m.mu.Lock()
 	m.sessions[id] = s
 	m.mountpoints[rec.Mountpoint] = id
@@ -179,8 +179,8 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	s.events = events
 	if n := len(list); n > 0 {
 		to := list[n-1].To
-		if rel, rerr := filepath.Rel(rec.Mountpoint, to); rerr == nil && identity.Within(to, rec.Mountpoint) {
-			s.cwd = rel
+		if cwd, ok := cwdOfPath(rec.Mountpoint, s.hostView, to); ok {
+			s.cwd = cwd
 		}
 	}
 

@@ -38,7 +38,7 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 		return Resolution{}, errorf(CodeInvalid, "session %q: resolve %q: the path is blank", id, path)
 	}
 	mp := s.rec.Mountpoint
-	cwd := inMount(mp, s.cwd)
+	cwd := cwdPath(mp, s.hostView, s.cwd)
 	v := m.view(s.rec.Root, mp, id)
 	key, err := m.walker(v, s.cwd).TargetKey(ctx, path)
 	if err := m.checkRoot(s); err != nil {

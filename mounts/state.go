@@ -42,7 +42,8 @@ type record struct {
 	Symlinks fusefs.SymlinkMode `json:"symlinks"`
 	Parent   string             `json:"parent,omitempty"`
 	// StartCwd is the working directory at creation, relative to the mount
-	// root ("." for the root itself).
+	// root ("." for the root itself), or outside the root its absolute
+	// physical path (shown through the host view).
 	StartCwd string `json:"start_cwd"`
 	// TmpDir is the session's private temp directory (mode 0700).
 	TmpDir string `json:"tmpdir"`

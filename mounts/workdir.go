@@ -1,7 +1,10 @@
 package mounts
 
 // A session's working directory: validated at use, changed by Chdir, logged
-// as events.
+// as events. Inside the root it is a path relative to the mount root, shown
+// in the mount; outside it (a cwd is not a write grant: seeds' ADR-0012) the
+// absolute physical path of a directory the session may read, shown through
+// its host view, whose policy decides every later access.
 
 import (
 	"context"
@@ -13,35 +16,47 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
 )
 
 // sessionView is what a walk as a process in a session sees it needs: the
-// session's physical root, its mountpoint, and its host view ("" when it
-// has none).
-type sessionView struct{ root, mp, hostView string }
+// session's physical root, its mountpoint, and its host view's mountpoint
+// and server (which decides what the session may read outside its root;
+// nil when none is mounted).
+type sessionView struct {
+	root, mp, hostView string
+	hostSrv            *fusefs.Server
+}
 
 // view returns the sessionView of the session with root, mountpoint mp and
 // id.
 func (m *Manager) view(root, mp, id string) sessionView {
-	return sessionView{root: root, mp: mp, hostView: m.hostViewOf(id)}
+	v := sessionView{root: root, mp: mp, hostView: m.hostViewOf(id)}
+	m.mu.Lock()
+	if hv := m.hostViews[id]; hv != nil {
+		v.hostSrv = hv.srv
+	}
+	m.mu.Unlock()
+	return v
 }
 
 // walker returns the one physical walk (identity.Walker) for paths as a
-// process in the session v uses them: relative paths start at the directory
-// curRel inside the mount; the mountpoint shows the root and the host view
-// shows "/" (so link texts naming either map back to physical paths, and
-// ".." leaves them upwards as in the kernel); every other mount this daemon
-// serves is refused with EACCES. The daemon never looks into a mount it
-// serves: a thread blocked on its own mount could not be answered once the
-// server dies.
+// process in the session v uses them: relative paths start at the working
+// directory cwd (see session.cwd); the mountpoint shows the root and the
+// host view shows "/" (so link texts naming either map back to physical
+// paths, and ".." leaves them upwards as in the kernel); every other mount
+// this daemon serves is refused with EACCES. The daemon never looks into a
+// mount it serves: a thread blocked on its own mount could not be answered
+// once the server dies.
 //
 // Links are walked as stored: the mount presents them so that walking them
 // there reaches the same physical object as on the host (DESIGN.md, "Links
 // are links").
-func (m *Manager) walker(v sessionView, curRel string) identity.Walker {
+func (m *Manager) walker(v sessionView, cwd string) identity.Walker {
 	return identity.Walker{
-		Cwd: inMount(v.mp, curRel),
+		Cwd: cwdPath(v.mp, v.hostView, cwd),
 		Mount: func(p string) (string, bool, error) {
 			switch {
 			case p == v.mp:
@@ -73,36 +88,102 @@ func (m *Manager) servedMount(path string) (string, bool) {
 	return "", false
 }
 
+// cwdPath returns the path processes use for the working directory cwd
+// (see session.cwd) of a session with mountpoint mp and host view hv: inside
+// the mount, or, for an absolute physical path outside the root, inside the
+// host view (fusefs.InHostView).
+func cwdPath(mp, hv, cwd string) string {
+	if filepath.IsAbs(cwd) {
+		return fusefs.InHostView(hv, cwd)
+	}
+	return inMount(mp, cwd)
+}
+
+// cwdPhysical returns the physical path of the working directory cwd (see
+// session.cwd) of a session with root root.
+func cwdPhysical(root, cwd string) string {
+	if filepath.IsAbs(cwd) {
+		return cwd
+	}
+	return physicalOf(root, cwd)
+}
+
+// cwdOfPath is cwdPath's inverse: the working directory (see session.cwd)
+// that p, a path inside the mountpoint mp or the host view hv, names.
+func cwdOfPath(mp, hv, p string) (string, bool) {
+	switch {
+	case identity.Within(p, mp):
+		rel, _ := filepath.Rel(mp, p)
+		return rel, true
+	case hv != "" && identity.Within(p, hv):
+		return "/" + strings.TrimPrefix(strings.TrimPrefix(p, hv), "/"), true
+	}
+	return "", false
+}
+
 // dirInMount resolves path as a directory of the session v, relative to the
-// directory curRel inside the mount (see walker), and returns its path
-// relative to the mountpoint. path may be relative, absolute inside the
-// mount or its host view, or an absolute host path: every spelling of an
-// object inside the root names it at its one path inside the mount. The
-// result must be an existing directory inside the root. A walk error wraps
-// its errno (ENOENT, ENOTDIR, ELOOP, EACCES).
-func (m *Manager) dirInMount(ctx context.Context, v sessionView, curRel, path string) (string, error) {
+// working directory cwd (see walker), and returns it as a working directory
+// (see session.cwd). path may be relative, absolute inside the mount or its
+// host view, or an absolute host path: every spelling of an object inside
+// the root names it at its one path inside the mount. The result must be an
+// existing directory the session may read, as its mount or host view
+// answers (fusefs.Server.Decide): inside the root, or outside it through
+// the host view; a none root or a place the host view hides is EACCES. A
+// walk error wraps its errno (ENOENT, ENOTDIR, ELOOP, EACCES).
+func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path string) (string, error) {
 	if strings.TrimSpace(path) == "" {
 		return "", fmt.Errorf("%q: the path is blank", path)
 	}
-	w := m.walker(v, curRel)
+	w := m.walker(v, cwd)
 	key, err := w.Canonical(ctx, path)
 	if errors.Is(err, syscall.ENOENT) {
-		if k, kerr := w.TargetKey(ctx, path); kerr == nil && identity.Within(k, v.root) {
-			rel, _ := filepath.Rel(v.root, k)
-			return "", &errnoError{syscall.ENOENT, fmt.Sprintf("%q: no such directory (%s)", path, inMount(v.mp, rel))}
+		// What the session may not read it may not probe either: the
+		// refusal comes before "no such directory".
+		if k, kerr := w.TargetKey(ctx, path); kerr == nil {
+			if rerr := v.mayRead(path, k); rerr != nil {
+				return "", rerr
+			}
+			return "", &errnoError{syscall.ENOENT, fmt.Sprintf("%q: no such directory (%s)", path, cwdPath(v.mp, v.hostView, v.cwdOf(k)))}
 		}
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return "", fmt.Errorf("%q: %w", path, identity.ErrnoOf(err))
-	case !identity.Within(key, v.root):
-		return "", fmt.Errorf("%q resolves to %s, outside the session's mount %s", path, key, v.mp)
 	}
-	rel, _ := filepath.Rel(v.root, key)
+	if err := v.mayRead(path, key); err != nil {
+		return "", err
+	}
+	out := v.cwdOf(key)
 	if !isDir(key) {
-		return "", fmt.Errorf("%q: %w (%s)", path, syscall.ENOTDIR, inMount(v.mp, rel))
+		return "", fmt.Errorf("%q: %w (%s)", path, syscall.ENOTDIR, cwdPath(v.mp, v.hostView, out))
 	}
-	return rel, nil
+	return out, nil
+}
+
+// mayRead refuses the canonical physical path key (path as given) when the
+// session v may not read it: what its host view answers (fusefs.Server.Decide:
+// the policy, the places the host view hides), EACCES for a none root or a
+// hidden place. Without a host view only the root is readable.
+func (v sessionView) mayRead(path, key string) error {
+	if v.hostSrv == nil {
+		if !identity.Within(key, v.root) {
+			return fmt.Errorf("%q resolves to %s, outside the session's mount %s, and the session has no host view", path, key, v.mp)
+		}
+		return nil
+	}
+	if d := v.hostSrv.Decide(policy.OpRead, key); !d.Allow {
+		return &errnoError{d.Errno, fmt.Sprintf("%q: %s: the session may not read %s (rule %s)", path, identity.ErrnoText(d.Errno), key, d.Rule)}
+	}
+	return nil
+}
+
+// cwdOf returns the working directory (see session.cwd) for the canonical
+// physical path key: relative inside the root, else key itself.
+func (v sessionView) cwdOf(key string) string {
+	if identity.Within(key, v.root) {
+		rel, _ := filepath.Rel(v.root, key)
+		return rel
+	}
+	return key
 }
 
 // errnoError is a message that carries an errno for errors.Is and the
@@ -116,8 +197,9 @@ func (e *errnoError) Error() string { return e.msg }
 func (e *errnoError) Unwrap() error { return e.errno }
 
 // Cwd returns session id's working directory, validated at use: when the
-// directory no longer exists on the host, the session recovers to the
-// origin (the mount root) and logs a "recover" event first.
+// directory no longer exists on the host, or the session may no longer read
+// it (its policy changed), the session recovers to the origin (the mount
+// root) and logs a "recover" event first.
 //
 // Errors: ErrNotFound, ErrFailed, ErrOriginGone (the origin vanished too),
 // ErrRootChanged (see checkRoot), CodeInternal (the event log could not be
@@ -143,30 +225,43 @@ func (m *Manager) Cwd(ctx context.Context, id string) (WorkDir, error) {
 func (s *session) workDir() WorkDir {
 	return WorkDir{
 		Session:  s.rec.ID,
-		Path:     inMount(s.rec.Mountpoint, s.cwd),
-		Physical: physicalOf(s.rec.Root, s.cwd),
+		Path:     cwdPath(s.rec.Mountpoint, s.hostView, s.cwd),
+		Physical: cwdPhysical(s.rec.Root, s.cwd),
 	}
 }
 
-// validateCwd checks that s's directory still exists on the host; when it
-// does not, it recovers to the origin (logging a "recover" event, returned)
-// or, when the origin is gone too, fails with ErrOriginGone. s.mu is held.
+// validateCwd checks that s's directory still exists on the host (and,
+// outside the root, that the session may still read it); when it does not,
+// it recovers to the origin (logging a "recover" event, returned) or, when
+// the origin is gone too, fails with ErrOriginGone. s.mu is held.
 func (m *Manager) validateCwd(s *session) (*Event, error) {
 	if err := m.checkRoot(s); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(s.rec.Root, s.cwd)
-	if isDir(dir) && s.cwd != "." {
+	if s.cwd == "." {
 		return nil, nil
 	}
-	if s.cwd == "." {
+	dir := s.cwd
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(s.rec.Root, s.cwd)
+	}
+	var reason string
+	switch v := m.view(s.rec.Root, s.rec.Mountpoint, s.rec.ID); {
+	case !isDir(dir):
+		reason = fmt.Sprintf("%s no longer exists", dir)
+	case filepath.IsAbs(s.cwd):
+		if err := v.mayRead(dir, dir); err != nil {
+			reason = err.Error()
+		}
+	}
+	if reason == "" {
 		return nil, nil
 	}
 	mp := s.rec.Mountpoint
 	ev, err := s.events.append(Event{
 		Time: time.Now().UTC(), Type: EventRecover,
-		From: inMount(mp, s.cwd), To: mp,
-		Reason: fmt.Sprintf("%s no longer exists", dir),
+		From: cwdPath(mp, s.hostView, s.cwd), To: mp,
+		Reason: reason,
 	})
 	if err != nil {
 		return nil, errorf(CodeInternal, "session %q: event log: %v", s.rec.ID, err)
@@ -177,14 +272,17 @@ func (m *Manager) validateCwd(s *session) (*Event, error) {
 }
 
 // Chdir changes session id's working directory to path: relative to the
-// current directory (validated first, see Cwd), absolute inside the mount,
-// or an absolute host path inside the root. The target must be an existing
-// directory reachable inside the mount. A change is appended to the event
-// log (fsync) and published only after that succeeded; a change to the
-// current directory writes nothing.
+// current directory (validated first, see Cwd), absolute inside the mount
+// or the host view, or an absolute host path. The target must be an
+// existing directory the session may read (see dirInMount): inside the root
+// it is shown in the mount, outside it through the host view, whose policy
+// decides every later access (a cwd is not a write grant). A change is
+// appended to the event log (fsync) and published only after that
+// succeeded; a change to the current directory writes nothing.
 //
 // Errors: ErrNotFound, ErrFailed, ErrOriginGone, ErrInvalid (missing, not a
-// directory, outside the mount), CodeInternal (the log write failed).
+// directory, not readable by the session: errno EACCES), CodeInternal (the
+// log write failed).
 func (m *Manager) Chdir(ctx context.Context, id, path string) (WorkDir, error) {
 	s, err := m.locked(id, true)
 	if err != nil {
@@ -199,23 +297,23 @@ func (m *Manager) Chdir(ctx context.Context, id, path string) (WorkDir, error) {
 	if ev != nil {
 		logged = append(logged, *ev)
 	}
-	rel, err := m.dirInMount(ctx, m.view(s.rec.Root, s.rec.Mountpoint, s.rec.ID), s.cwd, path)
+	cwd, err := m.dirInMount(ctx, m.view(s.rec.Root, s.rec.Mountpoint, s.rec.ID), s.cwd, path)
 	if err := m.checkRoot(s); err != nil {
 		return WorkDir{}, err // replaced during the walk: its answer is void
 	}
 	if err != nil {
 		return WorkDir{}, errorf(CodeInvalid, "session %q: cd %w", id, err)
 	}
-	if rel != s.cwd {
-		mp := s.rec.Mountpoint
+	if cwd != s.cwd {
+		mp, hv := s.rec.Mountpoint, s.hostView
 		ev, err := s.events.append(Event{
 			Time: time.Now().UTC(), Type: EventCd,
-			From: inMount(mp, s.cwd), To: inMount(mp, rel),
+			From: cwdPath(mp, hv, s.cwd), To: cwdPath(mp, hv, cwd),
 		})
 		if err != nil {
 			return WorkDir{}, errorf(CodeInternal, "session %q: event log: %v", id, err)
 		}
-		s.cwd = rel
+		s.cwd = cwd
 		logged = append(logged, ev)
 	}
 	wd := s.workDir()

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/confine"
+	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/api"
@@ -42,8 +43,9 @@ func newExecCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec --session ID [--confine[=best-effort]] [--allow-write DIR]... -- CMD [ARGS...]",
 		Short: "Run a command in a session's working directory inside its mount",
-		Long: `Run CMD in session ID's current working directory inside its mount (asked from
-the daemon, validated: a vanished directory recovers to the mount root), with
+		Long: `Run CMD in session ID's current working directory inside its mount, or for a
+directory outside the root inside its host view (asked from the daemon,
+validated: a vanished directory recovers to the mount root), with
 WSFS_SESSION (the id) and WSFS_ROOT (the mountpoint) in its environment. A CMD
 with a slash (./run.sh, bin/tool) is found relative to that directory, as a
 shell started there would find it; a bare name is looked up in $PATH. wsfs
@@ -60,7 +62,9 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
             read-only places EROFS); an additional root's path shows its
             host view directory when the daemon has one, else (fallback) a
             read-write root is bound directly with its protected subpaths
-            read-only; writing directly in the session's private temp
+            read-only; a working directory outside the roots (session cwd
+            --cd) shows its host view directory at its own path (its
+            writes decided by the policy); writing directly in the session's private temp
             directory (TMPDIR), in each --allow-write DIR and in the
             session's allow_write directories (session create
             --allow-write); the network; the caller's terminal.
@@ -226,7 +230,10 @@ func execFailure(cmd *cobra.Command, err error) error {
 // bound read-only (fallback until every daemon has a host view); the temp directory and writable directly; none roots, the
 // daemon's state, socket and mount base directories and every other
 // session's root, mountpoint and temp directory hidden (but those inside
-// this session's views, which its policy decides).
+// this session's views, which its policy decides). A working directory
+// outside every view (the session may go wherever it may read) is shown at
+// its own path through the host view, so the jail starts on FUSE there and
+// the policy decides its writes.
 func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health, socketDir string, writable []string) confine.Spec {
 	spec := confine.Spec{
 		Views:    []confine.View{{Path: s.Root, Source: s.Mountpoint}},
@@ -242,7 +249,8 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 		}
 	}
 	var protected []string // what the policy protects, for roots bound directly
-	if pol, err := policy.Compile(mounts.PolicySpec(&s.Policy)); err == nil {
+	pol, err := policy.Compile(mounts.PolicySpec(&s.Policy))
+	if err == nil {
 		protected = pol.ProtectedPaths()
 	}
 	if hostView != "" {
@@ -251,12 +259,13 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 		// base), so they resolve there too.
 		spec.Views = append(spec.Views, confine.View{Path: hostView, Source: hostView})
 	}
+	var hide []string
 	for _, r := range s.Policy.Additional {
 		switch {
 		case r.Access == api.AccessNone:
-			spec.Hidden = append(spec.Hidden, r.Path)
+			hide = append(hide, r.Path)
 		case hostView != "":
-			spec.Views = append(spec.Views, confine.View{Path: r.Path, Source: hostView + r.Path})
+			spec.Views = append(spec.Views, confine.View{Path: r.Path, Source: fusefs.InHostView(hostView, r.Path)})
 		case r.Access == api.AccessReadWrite:
 			spec.Writable = append(spec.Writable, r.Path)
 			spec.Backing = append(spec.Backing, r.Path)
@@ -267,7 +276,24 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 			}
 		}
 	}
-	hide := []string{h.StateDir, h.MountBase, socketDir}
+	if cwd := wd.Physical; hostView != "" && filepath.IsAbs(cwd) && cwd != "/" && !slices.ContainsFunc(spec.Views, func(v confine.View) bool { return identity.Within(cwd, v.Path) }) {
+		// A directly writable directory that overlaps it and that the
+		// policy lets the session write anyway (its temp directory) is
+		// reached through the view instead, the larger of the two.
+		view, keep := cwd, spec.Writable[:0:0]
+		for _, w := range spec.Writable {
+			if (identity.Within(w, view) || identity.Within(view, w)) && pol != nil && pol.Decide(policy.OpCreate, w).Allow {
+				if identity.Within(view, w) {
+					view = w
+				}
+				continue
+			}
+			keep = append(keep, w)
+		}
+		spec.Writable = keep
+		spec.Views = append(spec.Views, confine.View{Path: view, Source: fusefs.InHostView(hostView, view)})
+	}
+	hide = append(hide, h.StateDir, h.MountBase, socketDir)
 	for _, o := range others {
 		if o.ID != s.ID {
 			hide = append(hide, o.Root, o.Mountpoint, o.TmpDir)

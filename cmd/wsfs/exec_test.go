@@ -67,7 +67,7 @@ func TestJailSpecHostView(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounts a host view: run as root")
 	}
-	base := tree(t, "proj/", "ro/", "rw/", "secret/", "state/tmp/s1/", "mnt/s1/", "mnt/@host/s1/")
+	base := tree(t, "proj/", "ro/", "rw/", "secret/", "out/", "state/tmp/s1/", "mnt/s1/", "mnt/@host/s1/")
 	proj := filepath.Join(base, "proj")
 	spec := api.Policy{Primary: proj, Temp: []string{}, Additional: []api.Root{
 		{Path: filepath.Join(base, "ro"), Access: api.AccessReadOnly},
@@ -98,6 +98,29 @@ func TestJailSpecHostView(t *testing.T) {
 	assert.Equal(t, []string{s.TmpDir}, js.Writable, "no root is bound directly with a host view")
 	assert.Empty(t, js.ReadOnly)
 	assert.Contains(t, js.Hidden, filepath.Join(base, "secret"))
+	// A working directory outside every root is shown at its own path
+	// through the host view (the jail starts on FUSE); one inside a view
+	// adds nothing.
+	outDir := filepath.Join(base, "out")
+	wjs := jailSpec(s, api.WorkDir{Physical: outDir}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
+	assert.Equal(t, append(slices.Clone(js.Views), confine.View{Path: outDir, Source: hv + outDir}), wjs.Views)
+	wjs = jailSpec(s, api.WorkDir{Physical: filepath.Join(base, "rw")}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
+	assert.Equal(t, js.Views, wjs.Views)
+	// Around the none root: the host view hides it there, the jail does not
+	// cover it inside a view.
+	wjs = jailSpec(s, api.WorkDir{Physical: base}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
+	assert.Equal(t, append(slices.Clone(js.Views), confine.View{Path: base, Source: hv + base}), wjs.Views)
+	assert.NotContains(t, wjs.Hidden, filepath.Join(base, "secret"))
+	// Inside (or around) the temp directory, which the policy lets the
+	// session write: reached through the view, not bound directly.
+	ts := s
+	ts.Policy.Temp = []string{s.TmpDir}
+	wjs = jailSpec(ts, api.WorkDir{Physical: s.TmpDir}, []api.Session{ts}, h, filepath.Join(base, "run"), nil)
+	assert.Equal(t, append(slices.Clone(js.Views), confine.View{Path: s.TmpDir, Source: hv + s.TmpDir}), wjs.Views)
+	assert.Empty(t, wjs.Writable)
+	wjs = jailSpec(ts, api.WorkDir{Physical: filepath.Join(base, "state")}, []api.Session{ts}, h, filepath.Join(base, "run"), nil)
+	assert.Equal(t, append(slices.Clone(js.Views), confine.View{Path: filepath.Join(base, "state"), Source: hv + filepath.Join(base, "state")}), wjs.Views)
+	assert.Empty(t, wjs.Writable)
 
 	// The jail itself: the session mounted with this host view, then
 	// writes through each view decided by the policy at the physical path.

@@ -371,12 +371,20 @@ func newSessionCwdCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cwd ID [--cd PATH]",
 		Short: "Print (or change) a session's working directory",
-		Long: `Print session ID's working directory: the path inside the mount and the
-physical path, separated by a tab. With --cd, change it first: PATH is relative
-to the current directory, absolute inside the mount, or an absolute host path
-inside the root, and must be an existing directory reachable in the mount.
-A directory that vanished recovers to the mount root (a "recover" event);
-when the origin is gone too the command fails (code origin_gone).
+		Long: `Print session ID's working directory: the path processes use (inside the
+mount, or inside the session's host view) and the physical path, separated by
+a tab. With --cd, change it first: PATH is relative to the current directory,
+absolute inside the mount or the host view, or an absolute host path, and must
+be an existing directory the session may read, inside its roots or outside
+them. Outside the root the directory is shown through the host view
+(<mount-base>/@host/ID/PATH; inside exec --confine at its own path), so the
+policy still decides every write there: a working directory is not a write
+grant (outside the roots, EROFS in workspace-write). A none root, or a place
+the host view hides (/tmp but the session's temp directory, the daemon's
+state and mount base), is refused with errno EACCES.
+A directory that vanished, or that the session may no longer read, recovers
+to the mount root (a "recover" event); when the origin is gone too the
+command fails (code origin_gone).
 With --json: {"session","path","physical","changed","events"}.`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -186,7 +186,8 @@ export interface paths {
         };
         /**
          * The session's working directory, validated.
-         * @description When the directory no longer exists, the session recovers to the
+         * @description When the directory no longer exists (or, outside the root, the
+         *     session may no longer read it), the session recovers to the
          *     mount root and logs a `recover` event; when the root is gone too:
          *     409 `origin_gone`; when the root path names another directory than
          *     the mount serves: 409 `root_changed`.
@@ -196,9 +197,14 @@ export interface paths {
         /**
          * Change the session's working directory.
          * @description `cd` is relative to the current directory, absolute inside the
-         *     mountpoint, or an absolute host path inside the root; walked with the
-         *     mount's semantics, it must end at an existing directory in the mount.
-         *     The change is logged and fsynced before it is answered.
+         *     mountpoint or the session's host view, or an absolute host path;
+         *     walked with the mount's semantics, it must end at an existing
+         *     directory the session may read, inside its roots or outside them
+         *     (a working directory is not a write grant). Outside the root the
+         *     answer's `path` is in the host view (<mount-base>/@host/<id> + the
+         *     physical path), so the policy decides every write there. A none
+         *     root or a place the host view hides: 400 `invalid` with errno
+         *     EACCES. The change is logged and fsynced before it is answered.
          */
         post: operations["changeCwd"];
         delete?: never;
@@ -321,7 +327,7 @@ export interface components {
             symlinks?: components["schemas"]["SymlinkMode"];
             /** @description A session to descend from: its working directory and, for what is left out, its policy and symlink mode; never more than it. */
             parent?: string;
-            /** @description The start directory: relative to the mount root, absolute inside the mountpoint, or a host path inside the root. At most one of parent and cwd. */
+            /** @description The start directory: relative to the mount root, absolute inside the mountpoint, or a host path; one the session may read (as for changeCwd). At most one of parent and cwd. */
             cwd?: string;
             /** @description Directories the session's jails (wsfs exec --confine) may write directly, besides the temp directory (a build cache, say); absolute, existing, neither inside the root nor containing it, not "/". A sub-session's must be writable by its parent. */
             allow_write?: string[];
@@ -342,7 +348,7 @@ export interface components {
             policy: components["schemas"]["Policy"];
             symlinks: components["schemas"]["SymlinkMode"] | "";
             parent?: string;
-            /** @description The working directory inside the mount, as last set. */
+            /** @description The working directory as last set: inside the mount, or outside the root inside the session's host view. */
             cwd: string;
             /** @description Its physical path on the host. */
             cwd_physical: string;
@@ -383,7 +389,7 @@ export interface components {
         };
         WorkDir: {
             session: string;
-            /** @description The directory inside the mount. */
+            /** @description The directory as processes use it: inside the mount, or outside the root inside the session's host view (<mount-base>/@host/<id> + the physical path). */
             path: string;
             /** @description Its physical path on the host. */
             physical: string;
