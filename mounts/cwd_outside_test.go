@@ -3,7 +3,6 @@ package mounts_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -207,13 +206,6 @@ func TestCwdOutsideRoots(t *testing.T) {
 	if wd, err = d.c.Cwd(ctx, "cw"); err != nil || wd.Path != mp || len(wd.Events) != 1 || !strings.Contains(wd.Events[0].Reason, "rule root:none") {
 		t.Fatalf("cwd after its directory became a none root: %+v %v", wd, err)
 	}
-}
-
-// haveJail reports whether bwrap is installed (exec --confine builds its
-// jail with it).
-func haveJail() bool {
-	_, err := exec.LookPath("bwrap")
-	return err == nil
 }
 
 // waitDenial waits (bounded) for the daemon's log line of an EROFS denial

@@ -23,9 +23,16 @@ import (
 // needJail skips when bubblewrap is missing (hack/ci-setup.sh installs it).
 func needJail(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
+	if !haveJail() {
 		t.Skip("bwrap (bubblewrap) is not installed; hack/ci-setup.sh installs it")
 	}
+}
+
+// haveJail reports whether bwrap is installed (exec --confine builds its
+// jail with it).
+func haveJail() bool {
+	_, err := exec.LookPath("bwrap")
+	return err == nil
 }
 
 // jailBashLine is bash's "line N: " in its error messages.
