@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -11,15 +12,76 @@ import (
 )
 
 // fileHandle is an open backing file. go-fuse's LoopbackFile does the data
-// path (read, write, locks, lseek, fsync, passthrough registration); this
-// type adds access to the descriptor and drops FLUSH.
+// path (read, write, locks, lseek, fsync); this type adds access to the
+// descriptor, drops FLUSH and chooses what is registered for passthrough.
+//
+// A read-only open of a regular file that FUSE passthrough can serve is
+// deferred (see openFile): the kernel reads through a backing file it opens
+// itself from the registered descriptor's path (fs/fuse/passthrough.c,
+// fuse_passthrough_open → backing_file_open with the FUSE file's own flags),
+// so the server registers the node's O_PATH descriptor and opens a
+// descriptor of its own only for a request that needs one (a lock, fsync,
+// lseek, ioctl, or a read when passthrough was not taken). A tar of a tree
+// then costs no open(2)/close(2) in the server per file.
 type fileHandle struct {
-	*fs.LoopbackFile
-	fd int
+	n     *node
+	flags int // open(2) flags for the deferred open
+
+	mu    sync.Mutex
+	lf    *fs.LoopbackFile // nil until opened
+	fd    int              // -1 until opened
+	errno syscall.Errno    // the deferred open's failure, answered ever after
 }
 
-func newFileHandle(fd int) *fileHandle {
-	return &fileHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), fd: fd}
+var (
+	_ fs.FileReader          = (*fileHandle)(nil)
+	_ fs.FileWriter          = (*fileHandle)(nil)
+	_ fs.FileWritever        = (*fileHandle)(nil)
+	_ fs.FileReleaser        = (*fileHandle)(nil)
+	_ fs.FileFlusher         = (*fileHandle)(nil)
+	_ fs.FileFsyncer         = (*fileHandle)(nil)
+	_ fs.FileGetlker         = (*fileHandle)(nil)
+	_ fs.FileSetlker         = (*fileHandle)(nil)
+	_ fs.FileSetlkwer        = (*fileHandle)(nil)
+	_ fs.FileLseeker         = (*fileHandle)(nil)
+	_ fs.FileAllocater       = (*fileHandle)(nil)
+	_ fs.FileIoctler         = (*fileHandle)(nil)
+	_ fs.FileStatxer         = (*fileHandle)(nil)
+	_ fs.FilePassthroughFder = (*fileHandle)(nil)
+)
+
+// newFileHandle wraps a descriptor opened for node n.
+func newFileHandle(n *node, fd int) *fileHandle {
+	return &fileHandle{n: n, fd: fd, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile)}
+}
+
+// deferredFileHandle is a handle for n whose descriptor is opened with
+// flags on first use.
+func deferredFileHandle(n *node, flags int) *fileHandle {
+	return &fileHandle{n: n, fd: -1, flags: flags}
+}
+
+// file returns the opened descriptor, opening it now for a deferred handle.
+func (h *fileHandle) file() (*fs.LoopbackFile, int, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lf == nil && h.errno == 0 {
+		fd, err := reopen(h.n.fd, h.flags)
+		if err != nil {
+			h.errno = toErrno(err)
+		} else {
+			h.fd, h.lf = fd, fs.NewLoopbackFile(fd).(*fs.LoopbackFile)
+		}
+	}
+	return h.lf, h.fd, h.errno
+}
+
+// openedFd is the handle's descriptor, or -1 while a deferred open has not
+// happened.
+func (h *fileHandle) openedFd() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fd
 }
 
 // Flush answers ENOSYS once so the kernel stops sending FLUSH on every
@@ -28,28 +90,162 @@ func newFileHandle(fd int) *fileHandle {
 // OFD locks are.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
 
-// PassthroughFd offers the descriptor for FUSE passthrough only where the
-// kernel can take it: a regular file on a file system that is not a pseudo
-// or stacked one. go-fuse turns passthrough off for the whole mount after
-// one failed registration (a procfs file, an overlayfs file past the stack
-// depth), and one odd file must not slow down every other.
+// PassthroughFd offers a descriptor for FUSE passthrough only where the
+// kernel can take it (node.passthroughOK): the handle's own, or, for a
+// deferred handle, the node's O_PATH descriptor (fuse_backing_open takes
+// it with fget_raw; only its path and the server's credentials are used).
+// go-fuse turns passthrough off for the whole mount after one failed
+// registration, and one odd file must not slow down every other.
 func (h *fileHandle) PassthroughFd() (int, bool) {
-	var st unix.Stat_t
-	if unix.Fstat(h.fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if !h.n.passthroughOK() {
 		return -1, false
 	}
-	var sfs unix.Statfs_t
-	if unix.Fstatfs(h.fd, &sfs) != nil {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lf != nil {
+		return h.fd, true
+	}
+	if h.errno != 0 {
 		return -1, false
+	}
+	return h.n.fd, true
+}
+
+func (h *fileHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return nil, errno
+	}
+	return lf.Read(ctx, buf, off)
+}
+
+func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return 0, errno
+	}
+	return lf.Write(ctx, data, off)
+}
+
+func (h *fileHandle) Writev(ctx context.Context, data [][]byte, off int64) (uint32, syscall.Errno) {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return 0, errno
+	}
+	return lf.Writev(ctx, data, off)
+}
+
+// Release closes the descriptor, if one was opened.
+func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	lf := h.lf
+	h.mu.Unlock()
+	if lf == nil {
+		return 0
+	}
+	return lf.Release(ctx)
+}
+
+func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return errno
+	}
+	return lf.Fsync(ctx, flags)
+}
+
+func (h *fileHandle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return errno
+	}
+	return lf.Getlk(ctx, owner, lk, flags, out)
+}
+
+func (h *fileHandle) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return errno
+	}
+	return lf.Setlk(ctx, owner, lk, flags)
+}
+
+func (h *fileHandle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return errno
+	}
+	return lf.Setlkw(ctx, owner, lk, flags)
+}
+
+func (h *fileHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return 0, errno
+	}
+	return lf.Lseek(ctx, off, whence)
+}
+
+func (h *fileHandle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return errno
+	}
+	return lf.Allocate(ctx, off, size, mode)
+}
+
+func (h *fileHandle) Ioctl(ctx context.Context, cmd uint32, arg uint64, input, output []byte) (int32, syscall.Errno) {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return 0, errno
+	}
+	return lf.Ioctl(ctx, cmd, arg, input, output)
+}
+
+func (h *fileHandle) Statx(ctx context.Context, flags, mask uint32, out *fuse.StatxOut) syscall.Errno {
+	lf, _, errno := h.file()
+	if errno != 0 {
+		return errno
+	}
+	return lf.Statx(ctx, flags, mask, out)
+}
+
+// passthroughOK reports whether FUSE passthrough can take the node's file:
+// a regular file on a file system that is not a pseudo or stacked one.
+// Neither changes for an inode, so the answer is computed once.
+func (n *node) passthroughOK() bool {
+	switch n.ptOK.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	ok := passthroughFile(n.fd)
+	v := int32(2)
+	if ok {
+		v = 1
+	}
+	n.ptOK.Store(v)
+	return ok
+}
+
+func passthroughFile(fd int) bool {
+	var st syscall.Stat_t
+	if fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return false
+	}
+	var sfs unix.Statfs_t
+	if unix.Fstatfs(fd, &sfs) != nil {
+		return false
 	}
 	switch int64(sfs.Type) {
 	case unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.FUSE_SUPER_MAGIC, unix.OVERLAYFS_SUPER_MAGIC,
 		unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC, unix.SECURITYFS_MAGIC, unix.CGROUP_SUPER_MAGIC,
 		unix.CGROUP2_SUPER_MAGIC, unix.BPF_FS_MAGIC, unix.EFIVARFS_MAGIC, unix.ECRYPTFS_SUPER_MAGIC,
 		unix.PSTOREFS_MAGIC, 0x62656570 /* configfs */ :
-		return -1, false
+		return false
 	}
-	return h.LoopbackFile.PassthroughFd()
+	return true
 }
 
 // dirHandle lists a backing directory with stable offsets (go-fuse's

@@ -38,7 +38,8 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		unix.Close(fd)
 		return nil, nil, 0, toErrno(err)
 	}
-	return n.addChild(ctx, pfd, &st, p, out), newFileHandle(fd), 0, 0
+	child := n.addChild(ctx, pfd, &st, p, out)
+	return child, newFileHandle(child.Operations().(*node), fd), 0, 0
 }
 
 // createdPath returns an O_PATH descriptor for the file fd that was just
@@ -247,5 +248,6 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	sa := n.m.stable(&st)
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	return n.NewInode(ctx, n.m.newNode(pfd, p), sa), newFileHandle(fd), 0, 0
+	child := n.NewInode(ctx, n.m.newNode(pfd, p), sa)
+	return child, newFileHandle(child.Operations().(*node), fd), 0, 0
 }

@@ -29,6 +29,13 @@ type mount struct {
 	session string
 	stats   counters
 	watch   *watcher // nil when host changes are not watched
+	// passthrough is set when the server may register backing files
+	// (FUSE passthrough needs CAP_SYS_ADMIN: root).
+	passthrough bool
+	// xattrTTL is how long an absent extended attribute name is
+	// remembered (xattrAbsent): the attribute timeout with the watcher, 0
+	// (never) without it.
+	xattrTTL time.Duration
 	// host is set on a host view (MountHostView): hidden places, session
 	// links, mount-type checks.
 	host *hostView
@@ -79,6 +86,11 @@ type node struct {
 	unwatched bool
 
 	closeOnce sync.Once
+
+	// ptOK caches passthroughOK: 0 not known yet, 1 yes, 2 no.
+	ptOK atomic.Int32
+	// xattrs holds the extended attribute names known to be absent.
+	xattrs xattrAbsent
 }
 
 var (
@@ -426,7 +438,9 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	}
 	fd := n.fd
 	if h, ok := f.(*fileHandle); ok {
-		fd = h.fd
+		if hfd := h.openedFd(); hfd >= 0 {
+			fd = hfd
+		}
 	}
 	var st syscall.Stat_t
 	if err := fstat(fd, &st); err != nil {
@@ -524,6 +538,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if errno := n.check(ctx, policy.OpSetattr, "setattr"); errno != 0 {
 		return errno
 	}
+	// A mode change rewrites an ACL's mask, a chown drops
+	// security.capability: the backing attributes may change.
+	defer n.xattrs.drop()
 	isLink := n.StableAttr().Mode == syscall.S_IFLNK
 	if mode, ok := in.GetMode(); ok {
 		if isLink {
@@ -557,8 +574,8 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	if size, ok := in.GetSize(); ok {
 		var err error
-		if h, ok := f.(*fileHandle); ok {
-			err = unix.Ftruncate(h.fd, int64(size))
+		if h, ok := f.(*fileHandle); ok && h.openedFd() >= 0 {
+			err = unix.Ftruncate(h.openedFd(), int64(size))
 		} else {
 			err = unix.Truncate(procPath(n.fd), int64(size))
 		}
@@ -601,11 +618,16 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	// O_NOFOLLOW was applied by the kernel's own walk (it never sends OPEN
 	// for a symlink); kept, it would refuse the /proc/self/fd magic link.
-	fd, err := reopen(n.fd, int(flags)&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOCTTY|syscall.O_NOFOLLOW))
+	oflags := int(flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_NOFOLLOW)
+	if !isWriteOpen(flags) && n.m.passthrough && n.passthroughOK() {
+		// Reads go through the kernel's own backing file (fileHandle).
+		return deferredFileHandle(n, oflags), 0, 0
+	}
+	fd, err := reopen(n.fd, oflags)
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	return newFileHandle(fd), 0, 0
+	return newFileHandle(n, fd), 0, 0
 }
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -647,8 +669,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	if n.StableAttr().Mode == syscall.S_IFLNK {
 		return 0, syscall.ENODATA
 	}
-	sz, err := unix.Getxattr(procPath(n.fd), attr, dest)
-	return uint32(sz), toErrno(err)
+	return n.getxattrCached(attr, func() (int, error) { return unix.Getxattr(procPath(n.fd), attr, dest) })
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
@@ -668,6 +689,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if n.StableAttr().Mode == syscall.S_IFLNK {
 		return syscall.EPERM
 	}
+	defer n.xattrs.drop()
 	return toErrno(unix.Setxattr(procPath(n.fd), attr, data, int(flags)))
 }
 
@@ -679,6 +701,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if n.StableAttr().Mode == syscall.S_IFLNK {
 		return syscall.EPERM
 	}
+	defer n.xattrs.drop()
 	return toErrno(unix.Removexattr(procPath(n.fd), attr))
 }
 
@@ -691,7 +714,11 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, 
 	if !ok {
 		return syscall.EBADF
 	}
-	return toErrno(unix.Fallocate(h.fd, mode, int64(off), int64(size)))
+	_, fd, errno := h.file()
+	if errno != 0 {
+		return errno
+	}
+	return toErrno(unix.Fallocate(fd, mode, int64(off), int64(size)))
 }
 
 func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
@@ -708,8 +735,16 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	if !ok1 || !ok2 {
 		return 0, syscall.EBADF
 	}
+	_, infd, errno := hin.file()
+	if errno != 0 {
+		return 0, errno
+	}
+	_, outfd, errno := hout.file()
+	if errno != 0 {
+		return 0, errno
+	}
 	in, o := int64(offIn), int64(offOut)
-	cnt, err := unix.CopyFileRange(hin.fd, &in, hout.fd, &o, int(length), int(flags))
+	cnt, err := unix.CopyFileRange(infd, &in, outfd, &o, int(length), int(flags))
 	return uint32(cnt), toErrno(err)
 }
 

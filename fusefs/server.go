@@ -123,6 +123,9 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 	entry := timeout(o.entry, defEntry)
 	attr := timeout(o.attr, defEntry)
 	neg := timeout(o.neg, defNeg)
+	if m.watch != nil {
+		m.xattrTTL = attr
+	}
 	rootAttr := m.stable(st)
 	opts := &fs.Options{
 		EntryTimeout:    &entry,
@@ -152,6 +155,8 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		// Registering a backing file needs CAP_SYS_ADMIN (fuse_backing_open):
 		// an unprivileged server serves file data itself.
 		opts.MountOptions.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	} else {
+		m.passthrough = true
 	}
 	// Never kernel-"ro", even when nothing is writable: read-only is decided
 	// here (EROFS), so every denial is logged and counted and a read-only

@@ -241,6 +241,7 @@ func (w *watcher) handle(wd int32, mask uint32, name string) {
 	}
 	for _, d := range dirs {
 		if name == "" {
+			d.xattrs.drop()
 			d.NotifyContent(-1, 0)
 			continue
 		}
@@ -250,6 +251,9 @@ func (w *watcher) handle(wd int32, mask uint32, name string) {
 		}
 		if mask&(unix.IN_MODIFY|unix.IN_ATTRIB) != 0 {
 			if ch := d.GetChild(name); ch != nil {
+				if cn, ok := ch.Operations().(*node); ok {
+					cn.xattrs.drop()
+				}
 				if mask&unix.IN_ATTRIB != 0 {
 					ch.NotifyContent(-1, 0) // attributes only
 				} else {
@@ -262,6 +266,9 @@ func (w *watcher) handle(wd int32, mask uint32, name string) {
 
 // invalidateTree drops every entry and attribute the kernel caches below n.
 func invalidateTree(n *fs.Inode) {
+	if nn, ok := n.Operations().(*node); ok {
+		nn.xattrs.drop()
+	}
 	n.NotifyContent(-1, 0)
 	for name, ch := range n.Children() {
 		n.NotifyEntry(name)
