@@ -13,16 +13,13 @@ import (
 
 // fileHandle is an open backing file. go-fuse's LoopbackFile does the data
 // path (read, write, locks, lseek, fsync); this type adds access to the
-// descriptor, drops FLUSH and chooses what is registered for passthrough.
+// descriptor and drops FLUSH. It offers no descriptor for passthrough: the
+// node's own registration is used (backing.go).
 //
-// A read-only open of a regular file that FUSE passthrough can serve is
-// deferred (see openFile): the kernel reads through a backing file it opens
-// itself from the registered descriptor's path (fs/fuse/passthrough.c,
-// fuse_passthrough_open → backing_file_open with the FUSE file's own flags),
-// so the server registers the node's O_PATH descriptor and opens a
-// descriptor of its own only for a request that needs one (a lock, fsync,
-// lseek, ioctl, or a read when passthrough was not taken). A tar of a tree
-// then costs no open(2)/close(2) in the server per file.
+// A read-only open under passthrough is deferred: the kernel reads through a
+// backing file it opens itself, so the server opens a descriptor of its own
+// only for a request that needs one (a lock, fsync, lseek, ioctl). A tar of
+// a tree then costs no open(2)/close(2) in the server per file.
 type fileHandle struct {
 	n     *node
 	flags int // open(2) flags for the deferred open
@@ -34,20 +31,19 @@ type fileHandle struct {
 }
 
 var (
-	_ fs.FileReader          = (*fileHandle)(nil)
-	_ fs.FileWriter          = (*fileHandle)(nil)
-	_ fs.FileWritever        = (*fileHandle)(nil)
-	_ fs.FileReleaser        = (*fileHandle)(nil)
-	_ fs.FileFlusher         = (*fileHandle)(nil)
-	_ fs.FileFsyncer         = (*fileHandle)(nil)
-	_ fs.FileGetlker         = (*fileHandle)(nil)
-	_ fs.FileSetlker         = (*fileHandle)(nil)
-	_ fs.FileSetlkwer        = (*fileHandle)(nil)
-	_ fs.FileLseeker         = (*fileHandle)(nil)
-	_ fs.FileAllocater       = (*fileHandle)(nil)
-	_ fs.FileIoctler         = (*fileHandle)(nil)
-	_ fs.FileStatxer         = (*fileHandle)(nil)
-	_ fs.FilePassthroughFder = (*fileHandle)(nil)
+	_ fs.FileReader    = (*fileHandle)(nil)
+	_ fs.FileWriter    = (*fileHandle)(nil)
+	_ fs.FileWritever  = (*fileHandle)(nil)
+	_ fs.FileReleaser  = (*fileHandle)(nil)
+	_ fs.FileFlusher   = (*fileHandle)(nil)
+	_ fs.FileFsyncer   = (*fileHandle)(nil)
+	_ fs.FileGetlker   = (*fileHandle)(nil)
+	_ fs.FileSetlker   = (*fileHandle)(nil)
+	_ fs.FileSetlkwer  = (*fileHandle)(nil)
+	_ fs.FileLseeker   = (*fileHandle)(nil)
+	_ fs.FileAllocater = (*fileHandle)(nil)
+	_ fs.FileIoctler   = (*fileHandle)(nil)
+	_ fs.FileStatxer   = (*fileHandle)(nil)
 )
 
 // newFileHandle wraps a descriptor opened for node n.
@@ -89,27 +85,6 @@ func (h *fileHandle) openedFd() int {
 // it would send one, and locks are released on RELEASE, as LoopbackFile's
 // OFD locks are.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
-
-// PassthroughFd offers a descriptor for FUSE passthrough only where the
-// kernel can take it (node.passthroughOK): the handle's own, or, for a
-// deferred handle, the node's O_PATH descriptor (fuse_backing_open takes
-// it with fget_raw; only its path and the server's credentials are used).
-// go-fuse turns passthrough off for the whole mount after one failed
-// registration, and one odd file must not slow down every other.
-func (h *fileHandle) PassthroughFd() (int, bool) {
-	if !h.n.passthroughOK() {
-		return -1, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lf != nil {
-		return h.fd, true
-	}
-	if h.errno != 0 {
-		return -1, false
-	}
-	return h.n.fd, true
-}
 
 func (h *fileHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	lf, _, errno := h.file()

@@ -39,7 +39,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, toErrno(err)
 	}
 	child := n.addChild(ctx, pfd, &st, p, out)
-	return child, newFileHandle(child.Operations().(*node), fd), 0, 0
+	cn := child.Operations().(*node)
+	if id := cn.passthroughID(); id != 0 {
+		n.m.offerBacking(ctx, id)
+	}
+	return child, newFileHandle(cn, fd), 0, 0
 }
 
 // createdPath returns an O_PATH descriptor for the file fd that was just
@@ -249,5 +253,9 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
 	child := n.NewInode(ctx, n.m.newNode(pfd, p), sa)
-	return child, newFileHandle(child.Operations().(*node), fd), 0, 0
+	cn := child.Operations().(*node)
+	if id := cn.passthroughID(); id != 0 {
+		n.m.offerBacking(ctx, id)
+	}
+	return child, newFileHandle(cn, fd), 0, 0
 }

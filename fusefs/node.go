@@ -30,8 +30,12 @@ type mount struct {
 	stats   counters
 	watch   *watcher // nil when host changes are not watched
 	// passthrough is set when the server may register backing files
-	// (FUSE passthrough needs CAP_SYS_ADMIN: root).
-	passthrough bool
+	// (FUSE passthrough needs CAP_SYS_ADMIN: root); fuseSrv registers
+	// them, and pendingBacking carries a backing ID from node.Open to the
+	// reply (backingReply), keyed by the request's cancel channel.
+	passthrough    bool
+	fuseSrv        atomic.Pointer[fuse.Server]
+	pendingBacking sync.Map
 	// xattrTTL is how long an absent extended attribute name is
 	// remembered (xattrAbsent): the attribute timeout with the watcher, 0
 	// (never) without it.
@@ -89,6 +93,8 @@ type node struct {
 
 	// ptOK caches passthroughOK: 0 not known yet, 1 yes, 2 no.
 	ptOK atomic.Int32
+	// backing is the node's FUSE passthrough registration (backing.go).
+	backing backing
 	// xattrs holds the extended attribute names known to be absent.
 	xattrs xattrAbsent
 }
@@ -171,10 +177,16 @@ func (m *mount) newNode(fd int, origin string) *node {
 type descriptor struct {
 	fd     int
 	closed atomic.Bool
+	// backing, once the fd is registered for passthrough, is unregistered
+	// with it.
+	backing atomic.Pointer[backingRef]
 }
 
 func (d *descriptor) close() {
 	if d.fd >= 0 && d.closed.CompareAndSwap(false, true) {
+		if b := d.backing.Load(); b != nil {
+			b.srv.UnregisterBackingFd(b.id)
+		}
 		unix.Close(d.fd)
 	}
 }
@@ -619,10 +631,16 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// O_NOFOLLOW was applied by the kernel's own walk (it never sends OPEN
 	// for a symlink); kept, it would refuse the /proc/self/fd magic link.
 	oflags := int(flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_NOFOLLOW)
-	if !isWriteOpen(flags) && n.m.passthrough && n.passthroughOK() {
+	passed := false
+	if id := n.passthroughID(); id != 0 {
+		passed = n.m.offerBacking(ctx, id)
+	}
+	if passed && !isWriteOpen(flags) {
 		// Reads go through the kernel's own backing file (fileHandle).
 		return deferredFileHandle(n, oflags), 0, 0
 	}
+	// A write open is made here: O_TRUNC, and errors such as ETXTBSY,
+	// happen at open(2), as on ext4.
 	fd, err := reopen(n.fd, oflags)
 	if err != nil {
 		return nil, 0, toErrno(err)

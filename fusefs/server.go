@@ -171,7 +171,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "noatime")
 	}
 	rootNode.ensureWatched()
-	srv, err := mountRaw(o.mountpoint, rootNode, opts, m.watch != nil)
+	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil)
 	if err != nil {
 		if m.watch != nil {
 			m.watch.close()
@@ -189,15 +189,19 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 // mountRaw mounts root like go-fuse's fs.Mount, with directories served
 // without OPENDIR round trips (noOpendir) when cacheDirs: only with the
 // watcher are kernel-cached listings safe from host-side changes.
-func mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool) (*fuse.Server, error) {
+func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool) (*fuse.Server, error) {
 	raw := fs.NewNodeFS(root, opts)
 	if cacheDirs {
 		raw = &noOpendir{RawFileSystem: raw}
+	}
+	if m.passthrough {
+		raw = &backingReply{RawFileSystem: raw, m: m}
 	}
 	srv, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
 		return nil, err
 	}
+	m.fuseSrv.Store(srv)
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		return nil, err
