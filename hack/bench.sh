@@ -68,6 +68,9 @@
 # Every mount is unmounted in an EXIT trap, by exact path, even on failure.
 # Temp dir: under BENCH_TMPDIR (/tmp); BENCH_KEEP=1 keeps it (logs, results).
 # BENCH_CONFIGS="native wsfs" runs a subset (native is always included).
+# BENCH_WORKLOADS="ls_lR tar" runs a subset of the workloads, in the order
+# given (delete_5k needs create_5k before it, fio_read and fio_randread need
+# fio_write); the geomean row is then over that subset.
 # Defaults take about 6-8 minutes on 2 shared cores; BENCH_REPS=1
 # BENCH_SMALL=1 BENCH_OPCOUNT=0 is a quick check (about a minute).
 set -euo pipefail
@@ -291,6 +294,15 @@ HZ=$(getconf CLK_TCK)
 
 # --- workloads -----------------------------------------------------------
 WORKLOADS=(git_status find_count stat_walk ls_lR create_5k delete_5k tar fio_write fio_read fio_randread go_vet go_build)
+if [ -n "${BENCH_WORKLOADS:-}" ]; then
+	read -r -a WORKLOADS <<<"$BENCH_WORKLOADS"
+	for w in "${WORKLOADS[@]}"; do
+		if [[ " git_status find_count stat_walk ls_lR create_5k delete_5k tar fio_write fio_read fio_randread go_vet go_build " != *" $w "* ]]; then
+			echo "bench: BENCH_WORKLOADS: unknown workload $w" >&2
+			exit 2
+		fi
+	done
+fi
 
 FIO=(fio --output=/dev/null --ioengine=psync --fallocate=none --invalidate=0 --filename=bench-big)
 wl_git_status() { git status >/dev/null; }
