@@ -493,3 +493,80 @@ func TestJailDoesNotHoldOtherSessions(t *testing.T) {
 		t.Errorf("the jail of s1 after s2's removal said %q, want it still alive; stderr %q", rest, stderr.String())
 	}
 }
+
+// TestJailLinksAsStored: inside the jail links are shown as stored
+// (DESIGN.md: the jail's view presents links as stored; a path means there
+// what it means on the host), through the session's jail view, while the
+// session mount outside rewrites them: an escaping absolute link, an
+// absolute link into the root and a relative one with ".." read back as
+// stored, git sees no change, following them works as on the host (the
+// escaping one reaches the read-only host: EROFS), a live policy change
+// reaches the jail view, and the jail view goes with the session.
+func TestJailLinksAsStored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	// out lies apart from dir, which holds the daemon's socket (hidden).
+	proj, out := filepath.Join(dir, "proj"), filepath.Join(canon(t, t.TempDir()), "out")
+	mkTree(t, proj, "f", "d/")
+	mkTree(t, out, "t/f")
+	for link, text := range map[string]string{"esc": out + "/t", "abs": proj + "/f", "d/rel": "../d/../f"} {
+		if err := os.Symlink(text, filepath.Join(proj, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitT(t, proj, "init", "-q", "-b", "main")
+	gitT(t, proj, "add", ".")
+	gitT(t, proj, "commit", "-qm", "init")
+	s, err := d.c.Create(context.Background(), api.CreateRequest{ID: "ln", Root: proj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Outside the jail the session mount rewrites all three.
+	hv := filepath.Join(d.mountBase, "@host", "ln")
+	for link, want := range map[string]string{"esc": hv + out + "/t", "abs": "f", "d/rel": "../f"} {
+		if got, err := os.Readlink(filepath.Join(s.Mountpoint, link)); err != nil || got != want {
+			t.Errorf("readlink %s in the session mount = %q (%v), want %q", link, got, err, want)
+		}
+	}
+	d.jailChecks(t, "ln", nil, [][2]string{
+		{`test "$(readlink esc)" = ` + out + `/t`, "rc=0"},
+		{`test "$(readlink abs)" = ` + proj + `/f`, "rc=0"},
+		{`test "$(readlink d/rel)" = ../d/../f`, "rc=0"},
+		{`test "$(cat esc/f)" = t/f && test "$(cat abs)" = f && test "$(cat d/rel)" = f`, "rc=0"},
+		{gitEnv + `test -z "$(git status --porcelain)"`, "rc=0"},
+		{"echo x > esc/new", "rc=1 bash: esc/new: Read-only file system"},
+		{"echo more >> abs", "rc=0"},
+		{`test "$(stat -f -c %t .)" = 65735546`, "rc=0"},
+	})
+	if got := readFile(t, filepath.Join(proj, "f")); got != "fmore\n" {
+		t.Errorf("host f = %q after the jail appended through abs", got)
+	}
+	jv := mounts.JailViewPath(d.mountBase, "ln")
+	if ms := fuseMountsUnder(t, jv); len(ms) != 1 {
+		t.Errorf("jail view mounts at %s: %v, want one", jv, ms)
+	}
+	// The jail view follows the session's policy live.
+	if r := d.wsfs(t, "session", "policy", "ln", "--mode", "read-only"); r.code != 0 {
+		t.Fatalf("session policy: %s", r.stderr)
+	}
+	d.jailChecks(t, "ln", nil, [][2]string{
+		{"echo again >> abs", "rc=1 bash: abs: Read-only file system"},
+	})
+	// Denied in the jail view, counted as the session's.
+	if text, err := d.c.Metrics(context.Background()); err != nil || !strings.Contains(text, "\n"+`wsfs_policy_denials_total{session="ln",rule="primary:read-only"} 1`+"\n") {
+		t.Errorf("metrics after a denial in the jail (%v):\n%s", err, text)
+	}
+	if err := d.c.Remove(context.Background(), "ln", false); err != nil {
+		t.Fatal(err)
+	}
+	if ms := fuseMountsUnder(t, jv); len(ms) != 0 {
+		t.Errorf("jail view mounts left after the session's removal: %v", ms)
+	}
+	if _, err := os.Stat(jv); !os.IsNotExist(err) {
+		t.Errorf("jail view directory %s after the removal: %v", jv, err)
+	}
+}

@@ -1,7 +1,8 @@
 package mounts
 
 // Jails: the processes `wsfs exec --confine` started on a session. A jail
-// binds the session's mount into its own mount namespace, which would keep
+// binds the session's jail view (jailview.go) or mount, and its host view,
+// into its own mount namespace, which would keep
 // the FUSE connection (and an old server's mount) alive after the daemon
 // unmounts it; so the daemon holds a pidfd per jail and ends the jails
 // before it unmounts, removes or restarts a session.
@@ -35,6 +36,8 @@ const jailEndTimeout = 5 * time.Second
 // bwrap in place: same pid) as a jail of session id: the daemon opens a
 // pidfd on it (pidfd_open(2)) and ends it before the session is unmounted,
 // removed, or the daemon stops. Jails that have exited are forgotten here.
+// The session's jail view (links as stored, at <mount-base>/@jail/<id>) is
+// mounted with the first jail, for the jail to show at the root's path.
 //
 // Errors: ErrNotFound, ErrFailed, ErrInvalid (pid 0 or not a live
 // process).
@@ -62,6 +65,7 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	}
 	s.jails = append(s.jails, jail{pid: pid, fd: fd})
 	m.log.Info("jail started", "session", id, "pid", pid)
+	m.ensureJailView(s)
 	return nil
 }
 

@@ -73,6 +73,9 @@ type session struct {
 	// jails are the jails (wsfs exec --confine) started on this session,
 	// ended before it is unmounted (jails.go).
 	jails []jail
+	// jailView is the session's jail view (links as stored), mounted with
+	// its first jail; nil before that (jailview.go).
+	jailView *fusefs.Server
 }
 
 // New opens the state directory (taking its lock) and the mount base,
@@ -270,17 +273,22 @@ func (m *Manager) Len() int {
 	return n
 }
 
-// Stats returns the counters of every mounted session, sorted by id.
+// Stats returns the counters of every mounted session (its mount's and its
+// jail view's together), sorted by id.
 func (m *Manager) Stats() []SessionStats {
 	all := m.published()
 	var out []SessionStats
 	for _, s := range all {
 		s.mu.Lock()
-		srv, id := s.srv, s.rec.ID
+		srv, jv, id := s.srv, s.jailView, s.rec.ID
 		gone := s.gone
 		s.mu.Unlock()
 		if srv != nil && !gone {
-			out = append(out, SessionStats{ID: id, Stats: srv.Stats()})
+			st := srv.Stats()
+			if jv != nil { // the session's too: its jails' operations
+				addStats(&st, jv.Stats())
+			}
+			out = append(out, SessionStats{ID: id, Stats: st})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -329,6 +337,7 @@ func (m *Manager) Close(ctx context.Context) error {
 			}
 			s.srv = nil
 		}
+		m.unmountJailView(s)
 		m.unmountHostView(s.rec.ID)
 		s.events.close()
 		s.gone = true

@@ -102,6 +102,9 @@ func (m *Manager) applyPolicyLocked(s *session, id string, spec policy.Spec) (Se
 		return Session{}, errorf(CodeInternal, "session %q: record: %v", id, err)
 	}
 	s.srv.SetPolicy(pol)
+	if s.jailView != nil {
+		s.jailView.SetPolicy(pol)
+	}
 	m.setHostViewPolicy(id, pol)
 	s.rec, s.pol = rec, pol
 	m.log.Info("session policy set", "session", id, "mode", pol.Mode())

@@ -70,6 +70,11 @@ func (m *Manager) Recover(ctx context.Context) error {
 			}
 		}
 	}
+	if views, err := os.ReadDir(filepath.Join(m.mountBase, jailViewDir)); err == nil {
+		for _, e := range views {
+			m.clearJailView(e.Name()) // left by a crash; mounted again with the next jail
+		}
+	}
 	if views, err := os.ReadDir(filepath.Join(m.mountBase, hostViewDir)); err == nil {
 		for _, e := range views {
 			if !have[e.Name()] {

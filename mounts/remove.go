@@ -56,6 +56,7 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 			return errorf(CodeInternal, "session %q: unmount %s: %v", id, s.rec.Mountpoint, err)
 		}
 	}
+	m.unmountJailView(s)
 	m.unmountHostView(id)
 	if s.rec.MadeMountpoint {
 		if err := os.Remove(s.rec.Mountpoint); err != nil && !errors.Is(err, os.ErrNotExist) {

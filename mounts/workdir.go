@@ -67,8 +67,9 @@ func (m *Manager) walker(v sessionView, cwd string) identity.Walker {
 			if v.hostView != "" && identity.Within(v.hostView, p) {
 				return "", false, nil // on the way to the session's own host view
 			}
-			if _, ok := m.servedMount(p); ok || identity.Within(p, filepath.Join(m.mountBase, hostViewDir)) {
-				return "", false, syscall.EACCES // another session's mount or host view
+			if _, ok := m.servedMount(p); ok || identity.Within(p, filepath.Join(m.mountBase, hostViewDir)) ||
+				identity.Within(p, filepath.Join(m.mountBase, jailViewDir)) {
+				return "", false, syscall.EACCES // another session's mount, a host view, a jail view
 			}
 			return "", false, nil
 		},

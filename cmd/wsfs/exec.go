@@ -56,10 +56,12 @@ FUSE sees only what goes through the mount: an absolute path elsewhere, or
 jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
 
   allowed   reading the host's "/" (read-only); at the session root's
-            physical path, the session's mount (so "pwd -P" is the physical
-            path, and absolute paths into the root, gitdir: lines and
-            absolute links go through the policy: protected subpaths EACCES,
-            read-only places EROFS); an additional root's path shows its
+            physical path, the session's jail view (a second mount of the
+            root the daemon makes with the first jail, same policy, showing
+            links as stored, so git sees them unchanged; so "pwd -P" is the
+            physical path, and absolute paths into the root, gitdir: lines
+            and absolute links go through the policy: protected subpaths
+            EACCES, read-only places EROFS); an additional root's path shows its
             host view directory when the daemon has one, else (fallback) a
             read-write root is bound directly with its protected subpaths
             read-only; a working directory outside the roots (session cwd
@@ -209,7 +211,28 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 		return apiFailure(cmd, err)
 	}
 	c.Close()
+	if health.MountBase != "" {
+		useJailView(&spec, s.Mountpoint, mounts.JailViewPath(health.MountBase, id))
+	}
 	return execFailure(cmd, spec.Exec())
+}
+
+// useJailView makes the session's jail view jv (links as stored, mounted by
+// the daemon with the first jail) the jail's view of the root instead of
+// the session mount mp, which presents escaping links as texts into the
+// host view: every view source inside mp is moved to jv. Without a jail
+// view mounted at jv (the session shows links as stored already, or it
+// could not be mounted) spec stays as it is.
+func useJailView(spec *confine.Spec, mp, jv string) {
+	var sfs unix.Statfs_t
+	if unix.Statfs(jv, &sfs) != nil || sfs.Type != confine.FuseSuperMagic {
+		return
+	}
+	for i, v := range spec.Views {
+		if identity.Within(v.Source, mp) {
+			spec.Views[i].Source = jv + v.Source[len(mp):]
+		}
+	}
 }
 
 // execFailure reports a failed confined exec: 127 when the command could
