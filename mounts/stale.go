@@ -30,8 +30,10 @@ import (
 const fusectlDir = "/sys/fs/fuse/connections"
 
 // lockWait bounds how long New waits for a dying daemon to release the
-// state directory's lock after its connections were aborted.
-const lockWait = 10 * time.Second
+// state directory's lock after its connections were aborted: generous, since
+// the kernel closes a killed daemon's descriptors (one FUSE connection per
+// mount) at the pace of a loaded machine.
+const lockWait = 60 * time.Second
 
 // clearMount unmounts whatever is mounted at mp (a dead ENOTCONN mount
 // included); nothing mounted is not an error. With abort, a FUSE mount's
@@ -106,8 +108,14 @@ func lockHolder(path string) int {
 	return 0
 }
 
-// dying reports whether process pid has exited but cannot finish (its main
-// thread is a zombie while other threads are still alive).
+// dying reports whether process pid has been killed and is on its way out
+// but still holds its resources: its main thread is a zombie while other
+// threads are still alive (stuck as above), it is exiting (PF_EXITING: the
+// kernel is closing its descriptors, a daemon's many FUSE connections
+// among them, which takes a while on a loaded machine), or a SIGKILL is
+// pending (a thread waiting on a FUSE answer has not acted on it yet).
+// proc(5): /proc/PID/stat fields 3 (state) and 9 (flags), /proc/PID/status
+// SigPnd and ShdPnd.
 func dying(pid int) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -115,7 +123,35 @@ func dying(pid int) bool {
 	}
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state), f[6] field 9 (flags)
+	if len(f) < 7 {
+		return false
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return true
+	}
+	const pfExiting = 0x4 // include/linux/sched.h
+	if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfExiting != 0 {
+		return true
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	const sigkill = 1 << (9 - 1) // bit of SIGKILL in a pending-signal mask
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "SigPnd" && k != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&sigkill != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // abortRecordedMounts aborts the FUSE connections of the wsfs mounts at the
