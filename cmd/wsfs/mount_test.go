@@ -43,6 +43,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// waitLimit bounds every wait of these tests for an event (a line printed,
+// a process exiting, a mount gone): generous, since CI runs the packages'
+// tests side by side on two CPUs; a wait that ends early costs nothing.
+const waitLimit = time.Minute
+
 // mountRun is a `wsfs mount` running in the background of a test.
 type mountRun struct {
 	stdout, stderr syncBuffer
@@ -91,7 +96,7 @@ func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 		cancel()
 		select {
 		case <-m.done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitLimit):
 			t.Errorf("wsfs mount did not return")
 		}
 		// The host view first: a leftover one would let the temp dir's
@@ -103,12 +108,12 @@ func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 			}
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	// Until it says it mounted, or failed (a warning on stderr, such as a
 	// watcher that could not start, is neither).
 	for m.stdout.String() == "" && !strings.Contains(m.stderr.String(), "wsfs: ") {
 		if time.Now().After(deadline) {
-			t.Fatalf("wsfs mount printed nothing in 10s")
+			t.Fatalf("wsfs mount printed nothing in %s", waitLimit)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -122,7 +127,7 @@ func (m *mountRun) wait(t *testing.T) int {
 	case code := <-m.done:
 		m.done <- code // for Cleanup
 		return code
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatalf("wsfs mount did not return; stderr: %s", m.stderr.String())
 		return -1
 	}
@@ -235,7 +240,7 @@ func TestMountBusy(t *testing.T) {
 
 	// Asked to stop while busy: names the holder and keeps serving.
 	m.cancel()
-	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "busy") }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "busy") }, waitLimit, 10*time.Millisecond)
 	assert.Contains(t, m.stderr.String(), `wsfs: mountpoint "`+mnt+`" is busy: held by pid `)
 	assert.Contains(t, m.stderr.String(), fmt.Sprintf("pid %d (bash, cwd); still serving", pid))
 	_, err := os.ReadFile(mnt + "/src/main.go")
@@ -269,8 +274,8 @@ func TestMountForce(t *testing.T) {
 
 	// --force detaches at once; the holder is served until it lets go.
 	m.cancel()
-	require.Eventually(t, func() bool { return !mounted(t, mnt) }, 10*time.Second, 10*time.Millisecond)
-	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "detached") }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return !mounted(t, mnt) }, waitLimit, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "detached") }, waitLimit, 10*time.Millisecond)
 	release()
 	assert.Equal(t, 0, m.wait(t), m.stderr.String())
 }

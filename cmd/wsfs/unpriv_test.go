@@ -125,13 +125,13 @@ type bgProc struct {
 	done chan struct{} // closed once it exited
 }
 
-// exitCode waits up to 20 s for the process to exit and returns its exit
+// exitCode waits up to waitLimit for the process to exit and returns its exit
 // code (-1 when it is still running).
 func (p *bgProc) exitCode() int {
 	select {
 	case <-p.done:
 		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitLimit):
 		return -1
 	}
 }
@@ -151,7 +151,7 @@ func background(t *testing.T, bin, dir, ready string, args ...string) *bgProc {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
-		case <-time.After(20 * time.Second):
+		case <-time.After(waitLimit):
 			t.Errorf("wsfs %v did not stop on SIGTERM", args)
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
@@ -169,7 +169,7 @@ func background(t *testing.T, bin, dir, ready string, args ...string) *bgProc {
 		}
 		close(lines)
 	}()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(waitLimit)
 	for {
 		select {
 		case l, ok := <-lines:
@@ -185,7 +185,7 @@ func background(t *testing.T, bin, dir, ready string, args ...string) *bgProc {
 				return p
 			}
 		case <-deadline:
-			t.Fatalf("wsfs %v: no %q in 30s:\n%s", args, ready, log.String())
+			t.Fatalf("wsfs %v: no %q in %s:\n%s", args, ready, waitLimit, log.String())
 		}
 	}
 }
