@@ -180,8 +180,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		return nil, fmt.Errorf("mount %q: %w", o.mountpoint, err)
 	}
 	if m.watch != nil {
-		m.watch.root = rootNode
-		go m.watch.run()
+		m.watch.start(rootNode)
 	}
 	return &Server{m: m, fuse: srv, rootNode: rootNode}, nil
 }
