@@ -88,17 +88,19 @@ func newJailEnv(t testing.TB) *jailEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for i := 0; ; i++ {
+		// A jail that just exited holds the mount until the kernel has
+		// torn its namespaces down, after its last process: polled, with
+		// a bound generous enough for a loaded CI machine.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 			err := e.srv.Unmount(false)
 			if err == nil {
 				return
 			}
-			if i == 500 { // 10 s: a jail's namespace is torn down after its last process exits
+			if time.Now().After(deadline) {
 				t.Errorf("unmount %s: %v", e.mnt, err)
 				e.srv.Unmount(true)
 				return
 			}
-			time.Sleep(20 * time.Millisecond) // a jail that just exited may hold it a moment
 		}
 	})
 	return e

@@ -192,8 +192,8 @@ func (p *plugin) kill9(t testing.TB) {
 	p.cmd.Process.Kill()
 	select {
 	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("killed wsfs csi (pid %d) has not exited after 30s", p.cmd.Process.Pid)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("killed wsfs csi (pid %d) has not exited after 60s", p.cmd.Process.Pid)
 	}
 }
 

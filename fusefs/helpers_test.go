@@ -297,11 +297,13 @@ func mountCfgT(t *testing.T, cfg fusefs.Config) *fusefs.Server {
 
 func unmountT(t *testing.T, srv *fusefs.Server, mnt string) {
 	var err error
-	for i := 0; i < 20; i++ { // a child that just exited may still hold it for a moment
-		if err = srv.Unmount(false); err == nil {
+	// A child that just exited may still hold it for a moment (a process
+	// it left behind, the kernel's deferred release of its files): polled,
+	// with a bound generous enough for a loaded CI machine.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if err = srv.Unmount(false); err == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	if err != nil {
 		t.Errorf("Unmount(%s, force=false): %v — forcing", mnt, err)
@@ -652,7 +654,7 @@ func startShell(t *testing.T) *shellProc {
 		stdin.Close()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
@@ -676,7 +678,7 @@ func (s *shellProc) run(c string) string {
 				return out.String()
 			}
 			out.WriteString(l)
-		case <-time.After(30 * time.Second):
+		case <-time.After(time.Minute):
 			s.t.Fatalf("bash did not answer %q", c)
 		}
 	}

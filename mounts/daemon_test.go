@@ -243,8 +243,8 @@ func startDaemonAt(t testing.TB, dir, stateDir, mountBase string) *daemon {
 		if !ok {
 			t.Fatalf("wsfs serve exited before serving:\n%s", d.logText())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("wsfs serve: not serving after 30s:\n%s", d.logText())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("wsfs serve: not serving after 60s:\n%s", d.logText())
 	}
 	d.c = client.New(d.socket)
 	t.Cleanup(d.c.Close)
@@ -282,13 +282,13 @@ func (d *daemon) kill() {
 	d.cmd.Process.Kill()
 }
 
-// waitExit waits for the process to exit, failing after 30s.
+// waitExit waits for the process to exit, failing after 60s.
 func (d *daemon) waitExit(t *testing.T) {
 	t.Helper()
 	select {
 	case <-d.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("killed wsfs serve (pid %d) has not exited after 30s", d.cmd.Process.Pid)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("killed wsfs serve (pid %d) has not exited after 60s", d.cmd.Process.Pid)
 	}
 }
 

@@ -308,7 +308,7 @@ func TestJailEndedBeforeRemove(t *testing.T) {
 			t.Errorf("jail ended with %v, want killed by SIGKILL", err)
 		}
 		done <- err
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("the jail still runs after Remove")
 	}
 	if ms := fuseMountsUnder(t, dir); len(ms) != 0 {
