@@ -439,10 +439,11 @@ func TestJailMountsPrivate(t *testing.T) {
 }
 
 // TestJailDoesNotHoldOtherMounts: a FUSE mount of the host that the jail
-// does not use (another session's) is not in the jail's namespace at all
-// (not only hidden): its mountpoint shows the empty directory under it, no
-// mount of its device is listed, and unmounting it on the host while the
-// jail runs ends its server at once instead of when the jail exits.
+// does not use (another session's; here with a tmpfs stacked on it, so it
+// is reachable only once that is gone) is not in the jail's namespace at
+// all (not only hidden): its mountpoint shows the empty directory under
+// it, no mount of its device is listed, and unmounting it on the host while
+// the jail runs ends its server at once instead of when the jail exits.
 func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 	e := newJailEnv(t)
 	other, otherMnt := filepath.Join(e.dir, "other"), filepath.Join(e.dir, "othermnt")
@@ -476,11 +477,21 @@ func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if err := syscall.Mount("tmpfs", otherMnt, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(otherMnt, syscall.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(otherMnt, "upper"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The jail reports what it sees, then waits for a line on stdin.
 	s := e.spec("bash", "-c", `echo "ready $(ls -A "$1" | wc -l) $(awk -v d="$2" '$3 == d' /proc/self/mountinfo | wc -l)"; read x; echo alive`, "jail", otherMnt, dev)
 	line, in, r, _ := startJail(t, s)
 	if line != "ready 0 0\n" {
 		t.Errorf("in the jail %s shows %q (entries, mounts of device %s), want \"ready 0 0\": the other mount is still there", otherMnt, line, dev)
+	}
+	if err := syscall.Unmount(otherMnt, 0); err != nil { // the tmpfs
+		t.Fatal(err)
 	}
 	go func() { unmounted <- srv.Unmount(false) }()
 	select {

@@ -112,13 +112,13 @@ func mountIDAt(p string, follow bool) (int, error) {
 
 // detachForeignFUSE detaches (umount2(2) MNT_DETACH) every FUSE mount of
 // the calling thread's mount namespace except the mounts holding the
-// existing paths of keep and their ancestors. A mount is detached only
-// where it is the topmost mount at its path (statx's mount id says so);
-// one covered by another mount at the same path is detached once the
-// covering one is gone (rounds until nothing changes), one covered by a
-// mount the jail keeps stays. Call it only in a private namespace of the
-// thread's own (isolateMounts): an unmount in a namespace that shares
-// mounts with the host propagates to it.
+// existing paths of keep and their ancestors. umount2 reaches the topmost
+// mount at a path (statx's mount id says which): a FUSE mount covered by
+// mounts stacked on it (its descendants, which go with it anyway) is
+// reached by detaching those first, one per round; one covered by a mount
+// over a parent directory is out of reach and stays. Call it only in a
+// private namespace of the thread's own (isolateMounts): an unmount in a
+// namespace that shares mounts with the host propagates to it.
 func detachForeignFUSE(keep []string) error {
 	kept := map[int]bool{}
 	for _, p := range keep {
@@ -161,17 +161,39 @@ func detachForeignFUSE(keep []string) error {
 			if !isFUSE(m.FSType) || keepAll[m.ID] || under(m.ID) {
 				continue
 			}
-			if top, err := mountIDAt(m.Point, false); err != nil || top != m.ID {
-				covered = true // another mount lies over it (or its path is gone)
-				continue
+			top, err := mountIDAt(m.Point, false)
+			if err != nil {
+				continue // its path cannot be walked: out of reach
+			}
+			if top != m.ID {
+				// Another mount lies over it at its path. One stacked on
+				// it (its descendant) would go with it anyway: detach that
+				// one now, this one in the next round. One over a parent
+				// directory puts it out of reach.
+				if !descends(parent, top, m.ID) {
+					continue
+				}
+				covered = true
 			}
 			if err := unix.Unmount(m.Point, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
 				return fmt.Errorf("detach the FUSE mount at %s from the jail: %w", m.Point, err)
 			}
-			detached[m.ID] = true
+			detached[top] = true
 		}
-		if !covered || len(detached) == 0 || round == 16 {
+		if !covered || round == 16 {
 			return nil
 		}
 	}
+}
+
+// descends reports whether mount id lies below mount anc in the mount tree
+// parent (id → parent id).
+func descends(parent map[int]int, id, anc int) bool {
+	for seen := 0; id != 0 && seen <= len(parent); seen++ {
+		id = parent[id]
+		if id == anc {
+			return true
+		}
+	}
+	return false
 }
