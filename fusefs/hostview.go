@@ -221,18 +221,52 @@ func (h *hostView) openChild(pol *policy.Policy, dirfd int, name, p string) (int
 		if terr != nil {
 			return -1, syscall.Stat_t{}, &denial{denyMountType}
 		}
-		e, ok := table[p]
-		if !ok || refusedFSType(e.FSType) {
-			return -1, syscall.Stat_t{}, &denial{denyMountType}
-		}
-		for _, src := range mountSources(table, p, e) {
-			if d := pol.Decide(policy.OpRead, src); !d.Allow && d.Errno == syscall.EACCES {
-				return -1, syscall.Stat_t{}, &denial{denyMountSource}
-			}
+		if d, ok := mountGate(pol, table, p); !ok {
+			return -1, syscall.Stat_t{}, &denial{d}
 		}
 		return openPathStat(dirfd, name)
 	}
 	return statOpened(fd, err)
+}
+
+// mountGate is the host view's rule for entering the mount at mp (a key of
+// table, else refused): a refused file-system type (refusedFSTypes) is
+// EACCES "hostview:mount-type", a mount whose source lies in a none root
+// EACCES "hostview:mount-source". ok means the host view descends into it.
+func mountGate(pol *policy.Policy, table map[string]MountEntry, mp string) (policy.Decision, bool) {
+	e, ok := table[mp]
+	if !ok || refusedFSType(e.FSType) {
+		return denyMountType, false
+	}
+	for _, src := range mountSources(table, mp, e) {
+		if d := pol.Decide(policy.OpRead, src); !d.Allow && d.Errno == syscall.EACCES {
+			return denyMountSource, false
+		}
+	}
+	return policy.Decision{}, true
+}
+
+// mountsGate applies mountGate to every mount the host view crosses on its
+// way from "/" to the physical path p. A path at or under a session link
+// is not served by the host view (the link stands there): nothing to cross.
+func (h *hostView) mountsGate(pol *policy.Policy, p string) (policy.Decision, bool) {
+	for k := range h.links {
+		if identity.Within(p, k) {
+			return policy.Decision{}, true
+		}
+	}
+	table, err := MountTable()
+	if err != nil {
+		return denyMountType, false
+	}
+	for q := p; q != "/"; q = filepath.Dir(q) {
+		if _, ok := table[q]; ok {
+			if d, ok := mountGate(pol, table, q); !ok {
+				return d, false
+			}
+		}
+	}
+	return policy.Decision{}, true
 }
 
 // mountSources returns where else the file system shown by the mount e at

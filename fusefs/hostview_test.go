@@ -259,3 +259,60 @@ func TestUnmountSiblingHostViewRace(t *testing.T) {
 		t.Errorf("UnmountSiblingHostView(%s) with no view = %q, %v; want \"\", nil", mnt, got, err)
 	}
 }
+
+// Server.Decide answers, without a round trip, what a lookup through the
+// host view answers: the policy, hidden places, passages, and the mounts on
+// the way (a refused file-system type, a bind mount of a none root). Each
+// refusal is checked against lstat through the mount too.
+func TestHostViewDecide(t *testing.T) {
+	root := canonT(t, t.TempDir())
+	out := canonT(t, t.TempDir())
+	sec := canonT(t, t.TempDir())
+	hidden := canonT(t, t.TempDir())
+	mkdirT(t, filepath.Join(root, "x"), 0o755)
+	mkdirT(t, filepath.Join(hidden, "in"), 0o755)
+	mkdirT(t, filepath.Join(sec, "keys"), 0o755)
+	for _, d := range []string{"d", "b", "p"} {
+		mkdirT(t, filepath.Join(out, d), 0o755)
+	}
+	if err := syscall.Mount(filepath.Join(sec, "keys"), filepath.Join(out, "b"), "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(filepath.Join(out, "b"), syscall.MNT_DETACH) })
+	if err := syscall.Mount("proc", filepath.Join(out, "p"), "proc", 0, ""); err != nil {
+		t.Fatalf("mount proc: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(filepath.Join(out, "p"), syscall.MNT_DETACH) })
+	pol, err := policy.Compile(policy.Spec{Primary: root, Temp: []string{}, Additional: []policy.Root{{Path: sec, Access: policy.AccessNone}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hv := canonT(t, t.TempDir()) + "/hv"
+	srv := mountHostViewT(t, fusefs.HostViewConfig{Mountpoint: hv, Policy: pol, Session: "dec", Logger: testLogger(),
+		Hidden: []string{hidden}, Links: map[string]string{root: "/nowhere/mp"}})
+	for _, c := range []struct {
+		p     string
+		allow bool
+		rule  string
+	}{
+		{out + "/d", true, "outside:read-only"},
+		{root + "/x", true, "primary:read-write"}, // behind the session link: the policy alone
+		{sec + "/keys", false, "root:none"},
+		{hidden + "/in", false, "hostview:hidden"},
+		{out + "/b", false, "hostview:mount-source"},
+		{out + "/p", false, "hostview:mount-type"},
+		{out + "/p/self", false, "hostview:mount-type"},
+	} {
+		d := srv.Decide(policy.OpRead, c.p)
+		if d.Allow != c.allow || d.Rule != c.rule || !c.allow && d.Errno != syscall.EACCES {
+			t.Errorf("Decide(read, %s) = %+v, want allow %v rule %s", c.p, d, c.allow, c.rule)
+		}
+		if !c.allow {
+			_, err := os.Lstat(hv + c.p)
+			wantErrno(t, "lstat through the host view "+c.p, err, syscall.EACCES)
+		}
+	}
+	if d := srv.Decide(policy.OpCreate, out+"/d/new"); d.Allow || d.Errno != syscall.EROFS {
+		t.Errorf("Decide(create, outside) = %+v, want EROFS", d)
+	}
+}

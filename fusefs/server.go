@@ -333,14 +333,23 @@ func (s *Server) SetPolicy(p *policy.Policy) {
 // Decide returns what the mount answers for op at the canonical physical
 // path p, without a round trip through the kernel (so a process that must
 // not look into its own mount, like the daemon, can ask): a host view's
-// own rules first (a hidden place or a none root is EACCES
-// "hostview:hidden"; a lookup on the way to a visible place through a
-// refused area is allowed as "hostview:passage"; a session link cannot be
-// changed), then the policy (policy.Policy.Decide). What a particular inode
-// adds (the protection that follows a renamed protected object) is not
-// known here; mount crossings (a refused file system type) are not checked.
+// own rules first (a hidden place is EACCES "hostview:hidden"; a lookup on
+// the way to a visible place through a refused area is allowed as
+// "hostview:passage"; a session link cannot be changed; a mount on the way
+// of a refused type, or whose source lies in a none root, is EACCES
+// "hostview:mount-type" or "hostview:mount-source"), then the policy
+// (policy.Policy.Decide: a none root is EACCES "root:none"). What a
+// particular inode adds (the protection that follows a renamed protected
+// object) is not known here. Decide reads /proc/self/mountinfo on a host
+// view: meant for a cd, not for every access.
 func (s *Server) Decide(op policy.Op, p string) policy.Decision {
-	return s.m.decide(op, p, policy.Object{})
+	d := s.m.decide(op, p, policy.Object{})
+	if h := s.m.host; h != nil && d.Allow {
+		if md, ok := h.mountsGate(s.m.policy(), p); !ok {
+			return md
+		}
+	}
+	return d
 }
 
 // Policy returns the policy in force.

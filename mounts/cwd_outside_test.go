@@ -58,6 +58,13 @@ func TestCwdOutsideRoots(t *testing.T) {
 		t.Fatal(err)
 	}
 	hv := filepath.Join(d.mountBase, "@host", "cw")
+	// The none root bound elsewhere: the host view refuses it there too.
+	bind := filepath.Join(dir, "bind")
+	mkTree(t, dir, "bind/")
+	if err := syscall.Mount(secret, bind, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(bind, syscall.MNT_DETACH) })
 
 	// Out of the root: shown through the host view, logged as a cd.
 	wd, err := d.c.Chdir(ctx, "cw", "../out")
@@ -137,6 +144,7 @@ func TestCwdOutsideRoots(t *testing.T) {
 	for _, tc := range []struct{ path, rule string }{
 		{secret, "root:none"},
 		{"../secret", "root:none"},
+		{bind, "hostview:mount-source"},
 		{"/tmp", "hostview:hidden"},
 		{d.mountBase + "/@host", "hostview:hidden"},
 		{d.stateDir + "/sessions", "hostview:hidden"}, // the records and event logs
