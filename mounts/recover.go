@@ -236,6 +236,6 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 		m.unmountHostView(id)
 		return fail("root %s was replaced while it was being mounted", rec.Root)
 	}
-	m.log.Info("session recovered", "session", id, "mountpoint", rec.Mountpoint, "cwd", inMount(rec.Mountpoint, s.cwd))
+	m.log.Info("session recovered", "session", id, "mountpoint", rec.Mountpoint, "cwd", cwdPath(rec.Mountpoint, s.hostView, s.cwd))
 	return nil
 }
