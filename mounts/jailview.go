@@ -66,10 +66,9 @@ func (m *Manager) ensureJailView(s *session) {
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: s.rec.Root, Mountpoint: dir, Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
 		Logger: m.labelled(s.rec.Labels), Session: id,
-		// No inotify watcher (instances are per user, as for host views):
-		// the jail's own writes go through this mount; what changes
-		// elsewhere shows within the default cache timeouts.
-		NoWatch: true,
+		// With the watcher, as the session mount: long kernel cache
+		// timeouts made safe by invalidations; both mounts share the
+		// process's inotify instance and each directory's watch.
 	})
 	if err != nil {
 		os.Remove(dir)
