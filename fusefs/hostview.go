@@ -41,6 +41,10 @@ type HostViewConfig struct {
 	// mountpoint map to the session mountpoint, so one object has one path.
 	// The ancestors of a key stay reachable even inside a hidden place.
 	Links map[string]string
+	// Symlinks is how links are shown: SymlinksContain ("", the default)
+	// as the session mount shows them; SymlinksFollow as stored (a jail's
+	// view of the host, where a path means what it means on the host).
+	Symlinks SymlinkMode
 	// AllowOther mounts with allow_other.
 	AllowOther bool
 	// Logger receives denials and errors; nil means slog.Default().
@@ -442,8 +446,12 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		logger = slog.Default()
 	}
 	mp := filepath.Clean(cfg.Mountpoint)
+	symlinks := SymlinksContain
+	if cfg.Symlinks == SymlinksFollow {
+		symlinks = SymlinksFollow
+	}
 	m := &mount{
-		linkRules: linkRules{root: "/", mountpoint: mp, mountCanon: mpCanon, hostView: mp, symlinks: SymlinksContain,
+		linkRules: linkRules{root: "/", mountpoint: mp, mountCanon: mpCanon, hostView: mp, symlinks: symlinks,
 			served: h.servedMounts()},
 		dev:     st.Dev,
 		log:     logger,

@@ -30,6 +30,9 @@ func (m *Manager) hostViewOf(id string) string {
 type hostView struct {
 	srv *fusefs.Server
 	pol *policy.Policy // the session's policy
+	// jail is its twin for the session's jails (links as stored), mounted
+	// with the first jail; nil before (jailview.go).
+	jail *fusefs.Server
 }
 
 // mountHostView makes the host view directory of session id (and its
@@ -84,8 +87,13 @@ func (m *Manager) unmountHostView(id string) {
 	m.mu.Lock()
 	hv := m.hostViews[id]
 	delete(m.hostViews, id)
+	var twin *fusefs.Server
+	if hv != nil {
+		twin = hv.jail
+	}
 	m.mu.Unlock()
 	dir := m.hostViewOf(id)
+	m.unmountView(id, twin, JailHostViewPath(m.mountBase, id))
 	if hv != nil {
 		if err := hv.srv.Unmount(false); err != nil {
 			if ferr := hv.srv.Unmount(true); ferr != nil {
@@ -106,14 +114,21 @@ func (m *Manager) unmountHostView(id string) {
 func (m *Manager) setHostViewPolicy(id string, pol *policy.Policy) {
 	m.mu.Lock()
 	hv := m.hostViews[id]
+	var srvs []*fusefs.Server
 	if hv != nil {
 		hv.pol = pol
+		srvs = append(srvs, hv.srv)
+		if hv.jail != nil {
+			srvs = append(srvs, hv.jail)
+		}
 	}
 	m.mu.Unlock()
 	if hv == nil {
 		return
 	}
-	hv.srv.SetPolicy(pol)
+	for _, srv := range srvs {
+		srv.SetPolicy(pol)
+	}
 	m.refreshHidden()
 }
 
@@ -127,8 +142,14 @@ func (m *Manager) refreshHidden() {
 	}
 	m.mu.Unlock()
 	for id, hv := range views {
-		if err := hv.srv.SetHidden(m.hiddenFor(id, hv.pol)); err != nil {
-			m.log.Warn("host view: hidden places", "session", id, "err", err)
+		hidden := m.hiddenFor(id, hv.pol)
+		for _, srv := range []*fusefs.Server{hv.srv, hv.jail} {
+			if srv == nil {
+				continue
+			}
+			if err := srv.SetHidden(hidden); err != nil {
+				m.log.Warn("host view: hidden places", "session", id, "err", err)
+			}
 		}
 	}
 }

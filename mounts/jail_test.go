@@ -518,10 +518,21 @@ func TestJailLinksAsStored(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An additional root, shown in the jail through the host view's twin.
+	lib := filepath.Join(dir, "lib")
+	mkTree(t, lib, "x")
+	for link, text := range map[string]string{"esc2": out + "/t", "abs2": lib + "/x"} {
+		if err := os.Symlink(text, filepath.Join(lib, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	gitT(t, proj, "init", "-q", "-b", "main")
 	gitT(t, proj, "add", ".")
 	gitT(t, proj, "commit", "-qm", "init")
-	s, err := d.c.Create(context.Background(), api.CreateRequest{ID: "ln", Root: proj})
+	if r := d.wsfs(t, "session", "create", "ln", "--root", proj, "--add-root", lib+"=rw"); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	s, err := d.c.Get(context.Background(), "ln")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,10 +543,15 @@ func TestJailLinksAsStored(t *testing.T) {
 			t.Errorf("readlink %s in the session mount = %q (%v), want %q", link, got, err, want)
 		}
 	}
+	if got, err := os.Readlink(hv + lib + "/abs2"); err != nil || got != "x" {
+		t.Errorf("readlink abs2 in the host view = %q (%v), want x", got, err)
+	}
 	d.jailChecks(t, "ln", nil, [][2]string{
 		{`test "$(readlink esc)" = ` + out + `/t`, "rc=0"},
 		{`test "$(readlink abs)" = ` + proj + `/f`, "rc=0"},
 		{`test "$(readlink d/rel)" = ../d/../f`, "rc=0"},
+		{`test "$(readlink ` + lib + `/esc2)" = ` + out + `/t && test "$(readlink ` + lib + `/abs2)" = ` + lib + `/x`, "rc=0"},
+		{`test "$(cat ` + lib + `/abs2)" = x && echo y >> ` + lib + `/abs2`, "rc=0"},
 		{`test "$(cat esc/f)" = t/f && test "$(cat abs)" = f && test "$(cat d/rel)" = f`, "rc=0"},
 		{gitEnv + `test -z "$(git status --porcelain)"`, "rc=0"},
 		{"echo x > esc/new", "rc=1 bash: esc/new: Read-only file system"},
@@ -545,9 +561,14 @@ func TestJailLinksAsStored(t *testing.T) {
 	if got := readFile(t, filepath.Join(proj, "f")); got != "fmore\n" {
 		t.Errorf("host f = %q after the jail appended through abs", got)
 	}
-	jv := mounts.JailViewPath(d.mountBase, "ln")
-	if ms := fuseMountsUnder(t, jv); len(ms) != 1 {
-		t.Errorf("jail view mounts at %s: %v, want one", jv, ms)
+	if got := readFile(t, filepath.Join(lib, "x")); got != "xy\n" {
+		t.Errorf("host lib/x = %q after the jail appended through abs2", got)
+	}
+	jv, jhv := mounts.JailViewPath(d.mountBase, "ln"), mounts.JailHostViewPath(d.mountBase, "ln")
+	for _, p := range []string{jv, jhv} {
+		if ms := fuseMountsUnder(t, p); len(ms) != 1 {
+			t.Errorf("jail view mounts at %s: %v, want one", p, ms)
+		}
 	}
 	// The jail view follows the session's policy live.
 	if r := d.wsfs(t, "session", "policy", "ln", "--mode", "read-only"); r.code != 0 {
@@ -563,10 +584,12 @@ func TestJailLinksAsStored(t *testing.T) {
 	if err := d.c.Remove(context.Background(), "ln", false); err != nil {
 		t.Fatal(err)
 	}
-	if ms := fuseMountsUnder(t, jv); len(ms) != 0 {
-		t.Errorf("jail view mounts left after the session's removal: %v", ms)
-	}
-	if _, err := os.Stat(jv); !os.IsNotExist(err) {
-		t.Errorf("jail view directory %s after the removal: %v", jv, err)
+	for _, p := range []string{jv, jhv} {
+		if ms := fuseMountsUnder(t, p); len(ms) != 0 {
+			t.Errorf("jail view mounts left after the session's removal: %v", ms)
+		}
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("jail view directory %s after the removal: %v", p, err)
+		}
 	}
 }

@@ -2,12 +2,16 @@ package mounts
 
 // The jail views: DESIGN.md wants links shown as stored inside a jail
 // (`exec --confine`), where a path means what it means on the host, while
-// the session mount presents escaping links as texts into the host view
-// (contain). So a session whose mount rewrites links gets, with its first
-// jail, a second mount of its root at <mount-base>/@jail/<id> in follow
-// mode (links as stored) with the session's policy, which the jail shows at
-// the root's physical path instead of the session mount. It is unmounted
-// with the session (after its jails are ended) and when the daemon stops.
+// the session mount and its host view present escaping links as texts into
+// the host view (contain). So, with its first jail, a session whose mount
+// rewrites links gets a second mount of its root at <mount-base>/@jail/<id>
+// in follow mode (links as stored) with the session's policy, which the
+// jail shows at the root's physical path instead of the session mount; and
+// its host view a twin in follow mode at <mount-base>/@jailhost/<id>, which
+// the jail shows wherever it would show the host view (additional roots, a
+// working directory outside the roots, the host view's own path). Both are
+// unmounted with the session (after its jails are ended) and when the
+// daemon stops; a dead daemon's are cleared at recovery.
 
 import (
 	"errors"
@@ -17,9 +21,13 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 )
 
-// jailViewDir is the directory of the jail views under the mount base (a
-// session id never contains "@").
-const jailViewDir = "@jail"
+// jailViewDir and jailHostViewDir are the directories of the jail views and
+// of the host views' twins under the mount base (a session id never
+// contains "@").
+const (
+	jailViewDir     = "@jail"
+	jailHostViewDir = "@jailhost"
+)
 
 // jailViewOf returns the jail view mountpoint of session id.
 func (m *Manager) jailViewOf(id string) string {
@@ -27,7 +35,7 @@ func (m *Manager) jailViewOf(id string) string {
 }
 
 // JailViewPath returns where a daemon with the mount base mountBase mounts
-// session id's jail view (links as stored, for its jails):
+// session id's jail view (its root, links as stored, for its jails):
 // <mountBase>/@jail/<id>. Nothing is mounted there before the session's
 // first jail registers (Manager.AddJail), nor for a session whose mount
 // shows links as stored already.
@@ -35,48 +43,100 @@ func JailViewPath(mountBase, id string) string {
 	return filepath.Join(mountBase, jailViewDir, id)
 }
 
-// ensureJailView mounts s's jail view when s needs one and has none yet
-// (s.mu held, s mounted). A session whose mount already shows links as
-// stored (follow) needs none: its jails show the session mount. A failure
-// is logged and leaves no mount: the jail then shows the session mount, as
-// before jail views existed.
+// JailHostViewPath returns where a daemon with the mount base mountBase
+// mounts the twin of session id's host view for its jails (the host, links
+// as stored): <mountBase>/@jailhost/<id>, with the jail view.
+func JailHostViewPath(mountBase, id string) string {
+	return filepath.Join(mountBase, jailHostViewDir, id)
+}
+
+// ensureJailView mounts s's jail view and its host view's twin when s needs
+// them and has none yet (s.mu held, s mounted). A session whose mount
+// already shows links as stored (follow) needs none: its jails show the
+// session mount and host view. A failure is logged and leaves no mount:
+// the jail then shows the session mount or host view, as before jail views
+// existed.
 func (m *Manager) ensureJailView(s *session) {
 	id := s.rec.ID
-	if s.jailView != nil || s.srv == nil || s.rec.Symlinks == fusefs.SymlinksFollow {
+	if s.srv == nil || s.rec.Symlinks == fusefs.SymlinksFollow {
 		return
 	}
-	dir := m.jailViewOf(id)
-	if err := clearMount(dir, true, true); err != nil {
-		m.log.Warn("jail view: clear stale mount", "session", id, "dir", dir, "err", err)
-		return
-	}
-	var err error
-	for try := 0; try < 2; try++ { // the parent may vanish in between (unmountJailView)
-		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
-			if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
-				err = nil
-				break
+	if s.jailView == nil {
+		dir := m.jailViewOf(id)
+		if m.makeViewDir(id, dir) {
+			srv, err := fusefs.Mount(fusefs.Config{
+				Root: s.rec.Root, Mountpoint: dir, Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
+				Logger: m.labelled(s.rec.Labels), Session: id,
+				// With the watcher, as the session mount: long kernel cache
+				// timeouts made safe by invalidations; both mounts share the
+				// process's inotify instance and each directory's watch.
+			})
+			if err != nil {
+				os.Remove(dir)
+				m.log.Warn("jail view: mount", "session", id, "dir", dir, "err", err)
+			} else {
+				s.jailView = srv
+				m.log.Info("jail view mounted", "session", id, "dir", dir)
 			}
 		}
 	}
-	if err != nil {
-		m.log.Warn("jail view: directory", "session", id, "dir", dir, "err", err)
+	m.mu.Lock()
+	hv := m.hostViews[id]
+	need := hv != nil && hv.jail == nil
+	m.mu.Unlock()
+	if !need {
 		return
 	}
-	srv, err := fusefs.Mount(fusefs.Config{
-		Root: s.rec.Root, Mountpoint: dir, Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
-		Logger: m.labelled(s.rec.Labels), Session: id,
-		// With the watcher, as the session mount: long kernel cache
-		// timeouts made safe by invalidations; both mounts share the
-		// process's inotify instance and each directory's watch.
+	dir := JailHostViewPath(m.mountBase, id)
+	if !m.makeViewDir(id, dir) {
+		return
+	}
+	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
+		Mountpoint: dir,
+		Policy:     s.pol,
+		Hidden:     m.hiddenFor(id, s.pol),
+		// No link for the root: the jail shows the jail view over the
+		// root's path.
+		Symlinks: fusefs.SymlinksFollow,
+		Logger:   m.labelled(s.rec.Labels),
+		Session:  id,
+		NoWatch:  true, // as the host view
 	})
 	if err != nil {
 		os.Remove(dir)
-		m.log.Warn("jail view: mount", "session", id, "dir", dir, "err", err)
+		m.log.Warn("jail host view: mount", "session", id, "dir", dir, "err", err)
 		return
 	}
-	s.jailView = srv
-	m.log.Info("jail view mounted", "session", id, "dir", dir)
+	m.mu.Lock()
+	if cur := m.hostViews[id]; cur == hv {
+		hv.jail = srv
+		srv = nil
+	}
+	m.mu.Unlock()
+	if srv != nil { // the host view went meanwhile
+		m.unmountView(id, srv, dir)
+		return
+	}
+	m.log.Info("jail host view mounted", "session", id, "dir", dir)
+}
+
+// makeViewDir clears a stale mount at dir and makes dir (and its parent);
+// false (logged) when it cannot.
+func (m *Manager) makeViewDir(id, dir string) bool {
+	if err := clearMount(dir, true, true); err != nil {
+		m.log.Warn("jail view: clear stale mount", "session", id, "dir", dir, "err", err)
+		return false
+	}
+	var err error
+	for try := 0; try < 2; try++ { // the parent may vanish in between (clearViewDir)
+		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
+			if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+				return true
+			}
+		}
+	}
+	m.log.Warn("jail view: directory", "session", id, "dir", dir, "err", err)
+	return false
 }
 
 // addStats adds the counters of more to st (fresh maps of its own, as
@@ -99,25 +159,28 @@ func addStats(st *fusefs.Stats, more fusefs.Stats) {
 // unmountJailView unmounts s's jail view (s.mu held, its jails ended;
 // lazily when still busy) and removes its directory; without one it clears
 // a stale mount a dead daemon left there. Safe to call when there is none.
+// The host view's twin goes with the host view (unmountHostView).
 func (m *Manager) unmountJailView(s *session) {
-	id := s.rec.ID
-	dir := m.jailViewOf(id)
-	if s.jailView != nil {
-		if err := s.jailView.Unmount(false); err != nil {
-			if ferr := s.jailView.Unmount(true); ferr != nil {
+	m.unmountView(s.rec.ID, s.jailView, m.jailViewOf(s.rec.ID))
+	s.jailView = nil
+}
+
+// unmountView unmounts srv (nil: none) mounted at dir for session id,
+// lazily when busy, then clears dir (clearViewDir).
+func (m *Manager) unmountView(id string, srv *fusefs.Server, dir string) {
+	if srv != nil {
+		if err := srv.Unmount(false); err != nil {
+			if ferr := srv.Unmount(true); ferr != nil {
 				m.log.Warn("jail view: unmount", "session", id, "dir", dir, "err", ferr)
 			}
 		}
-		s.jailView = nil
 	}
-	m.clearJailView(id)
+	m.clearViewDir(id, dir)
 }
 
-// clearJailView clears whatever mount is left at session id's jail view
-// directory (a dead daemon's) and removes the directory, and the jail view
-// directory of the mount base when it is the last.
-func (m *Manager) clearJailView(id string) {
-	dir := m.jailViewOf(id)
+// clearViewDir clears whatever mount is left at dir (a dead daemon's) and
+// removes dir, and its parent when it is the last.
+func (m *Manager) clearViewDir(id, dir string) {
 	if err := clearMount(dir, true, true); err != nil {
 		m.log.Warn("jail view: clear mount", "session", id, "dir", dir, "err", err)
 	}

@@ -70,9 +70,12 @@ func (m *Manager) Recover(ctx context.Context) error {
 			}
 		}
 	}
-	if views, err := os.ReadDir(filepath.Join(m.mountBase, jailViewDir)); err == nil {
-		for _, e := range views {
-			m.clearJailView(e.Name()) // left by a crash; mounted again with the next jail
+	for _, dir := range []string{jailViewDir, jailHostViewDir} {
+		if views, err := os.ReadDir(filepath.Join(m.mountBase, dir)); err == nil {
+			for _, e := range views {
+				// Left by a crash; mounted again with the next jail.
+				m.clearViewDir(e.Name(), filepath.Join(m.mountBase, dir, e.Name()))
+			}
 		}
 	}
 	if views, err := os.ReadDir(filepath.Join(m.mountBase, hostViewDir)); err == nil {

@@ -212,25 +212,28 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	}
 	c.Close()
 	if health.MountBase != "" {
+		// The daemon mounted the session's jail views with AddJail: the
+		// root and the host, links as stored.
 		useJailView(&spec, s.Mountpoint, mounts.JailViewPath(health.MountBase, id))
+		useJailView(&spec, filepath.Join(health.MountBase, "@host", id), mounts.JailHostViewPath(health.MountBase, id))
 	}
 	return execFailure(cmd, spec.Exec())
 }
 
-// useJailView makes the session's jail view jv (links as stored, mounted by
-// the daemon with the first jail) the jail's view of the root instead of
-// the session mount mp, which presents escaping links as texts into the
-// host view: every view source inside mp is moved to jv. Without a jail
-// view mounted at jv (the session shows links as stored already, or it
-// could not be mounted) spec stays as it is.
-func useJailView(spec *confine.Spec, mp, jv string) {
+// useJailView moves every view source of spec inside from (the session
+// mount, or its host view, which present escaping links as texts into the
+// host view) to the same place in its jail view to (links as stored,
+// mounted by the daemon with the first jail). Without a FUSE mount at to
+// (the session shows links as stored already, or it could not be mounted)
+// spec stays as it is.
+func useJailView(spec *confine.Spec, from, to string) {
 	var sfs unix.Statfs_t
-	if unix.Statfs(jv, &sfs) != nil || sfs.Type != confine.FuseSuperMagic {
+	if unix.Statfs(to, &sfs) != nil || sfs.Type != confine.FuseSuperMagic {
 		return
 	}
 	for i, v := range spec.Views {
-		if identity.Within(v.Source, mp) {
-			spec.Views[i].Source = jv + v.Source[len(mp):]
+		if identity.Within(v.Source, from) {
+			spec.Views[i].Source = to + v.Source[len(from):]
 		}
 	}
 }
