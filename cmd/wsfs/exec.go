@@ -62,7 +62,8 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
             physical path, and absolute paths into the root, gitdir: lines
             and absolute links go through the policy: protected subpaths
             EACCES, read-only places EROFS); an additional root's path shows its
-            host view directory when the daemon has one, else (fallback) a
+            host view directory when the daemon has one (from the host view's
+            twin with links as stored, made with the jail view), else (fallback) a
             read-write root is bound directly with its protected subpaths
             read-only; a working directory outside the roots (session cwd
             --cd) shows its host view directory at its own path (its
