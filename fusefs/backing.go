@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"sync"
+	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -39,7 +40,7 @@ type backing struct {
 // on first use; 0 when the node's file cannot be passed through.
 func (n *node) passthroughID() int32 {
 	srv := n.m.fuseSrv.Load()
-	if srv == nil || !n.m.passthrough || !n.passthroughOK() {
+	if srv == nil || !n.m.passthrough || n.m.noBacking.Load() || !n.passthroughOK() {
 		return 0
 	}
 	b := &n.backing
@@ -53,9 +54,12 @@ func (n *node) passthroughID() int32 {
 	}
 	id, errno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(n.fd)})
 	if errno != 0 {
-		// EPERM: passthrough not negotiated; ELOOP: stacked too deep.
+		// EPERM: passthrough not negotiated (no node will have it);
+		// ELOOP: this file's file system is stacked too deep.
 		b.failed = true
-		n.m.log.Debug("passthrough: backing registration refused", n.m.sessionAttr("path", n.origin, "err", errno)...)
+		if errno == syscall.EPERM && n.m.noBacking.CompareAndSwap(false, true) {
+			n.m.log.Info("FUSE passthrough refused by the kernel; the server serves file data", n.m.sessionAttr("err", errno)...)
+		}
 		return 0
 	}
 	b.id = id

@@ -34,6 +34,7 @@ type mount struct {
 	// them, and pendingBacking carries a backing ID from node.Open to the
 	// reply (backingReply), keyed by the request's cancel channel.
 	passthrough    bool
+	noBacking      atomic.Bool // set when the kernel refused a registration with EPERM
 	fuseSrv        atomic.Pointer[fuse.Server]
 	pendingBacking sync.Map
 	// xattrTTL is how long an absent extended attribute name is

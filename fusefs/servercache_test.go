@@ -138,3 +138,35 @@ print(os.path.exists(sys.argv[2]), os.read(g, 100))
 		t.Errorf("reading an open file removed on the host: %q, want %q", got, "False b'still here\\n'\n")
 	}
 }
+
+// TestBackingSharedByOpens: every open of a file names the node's one
+// passthrough backing registration, so read-only and writing opens of one
+// file coexist (two different backing files on one inode are refused by the
+// kernel, EBUSY), see each other's data at once, and a file written on the
+// host reads back new through a new open.
+func TestBackingSharedByOpens(t *testing.T) {
+	backing, mnt, _ := mountT(t, withPopulate(func(t *testing.T, b string) {
+		writeFileT(t, filepath.Join(b, "f"), "0123456789\n", 0o644)
+	}))
+	script := `import os, sys
+p = sys.argv[1]
+r = os.open(p, os.O_RDONLY)
+w = os.open(p, os.O_RDWR)
+os.pwrite(w, b"abc", 0)
+print(os.pread(r, 11, 0))
+t = os.open(p, os.O_WRONLY | os.O_TRUNC)
+print(os.pread(r, 11, 0), os.fstat(r).st_size)
+os.write(t, b"new\n")
+for fd in (r, w, t): os.close(fd)
+r2 = os.open(p, os.O_RDONLY)
+print(os.read(r2, 100))
+`
+	want := "b'abc3456789\\n'\nb'' 0\nb'new\\n'\n"
+	if got := shOK(t, "/", "python3 -c "+shq(script)+" "+shq(filepath.Join(mnt, "f"))); got != want {
+		t.Errorf("opens sharing one file:\n%s\nwant:\n%s", got, want)
+	}
+	writeFileT(t, filepath.Join(backing, "f"), "from the host\n", 0o644)
+	if got := shOK(t, "/", "cat "+shq(filepath.Join(mnt, "f"))); got != "from the host\n" {
+		t.Errorf("after a host write: %q, want %q", got, "from the host\n")
+	}
+}
