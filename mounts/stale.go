@@ -117,16 +117,7 @@ func lockHolder(path string) int {
 // proc(5): /proc/PID/stat fields 3 (state) and 9 (flags), /proc/PID/status
 // SigPnd and ShdPnd.
 func dying(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state), f[6] field 9 (flags)
+	f := procStat(pid) // f[0] is field 3 (state), f[6] field 9 (flags)
 	if len(f) < 7 {
 		return false
 	}
@@ -195,16 +186,58 @@ func takeLock(f *os.File, lockPath, sessDir string) error {
 	if pid == 0 || !dying(pid) {
 		return fmt.Errorf("held by pid %d", pid)
 	}
+	started := procStat(pid) // to tell it from a later process with its pid
 	abortRecordedMounts(sessDir)
 	deadline := time.Now().Add(lockWait)
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
+		if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
 			return err
 		}
+		// The lock goes with the first of its descriptors the kernel
+		// closes; the rest (its socket among them, which the next Listen
+		// would find still accepting) go after it: wait for all.
+		if err == nil && finished(pid, started) {
+			return nil
+		}
 		if time.Now().After(deadline) {
+			if err == nil {
+				unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			}
 			return fmt.Errorf("held by pid %d, which was killed but has not exited after %s", pid, lockWait)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// finished reports whether process pid, started at started (procStat),
+// has released everything it held: it is gone, or only its main thread is
+// left, a zombie (the other threads, the last of which closes the
+// descriptors, have exited).
+func finished(pid int, started []string) bool {
+	st := procStat(pid)
+	if len(st) < 20 || len(started) < 20 || st[19] != started[19] {
+		return true // gone (or another process now)
+	}
+	if st[0] != "Z" {
+		return false
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err != nil || len(tasks) <= 1
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (proc(5) field 3, the state, first; field 22, the start time, at 19), or
+// nil.
+func procStat(pid int) []string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
 }
