@@ -412,8 +412,8 @@ func TestJailFallbackWithoutBwrap(t *testing.T) {
 }
 
 // TestJailDoesNotHoldOtherSessions: a running jail of session s1 holds no
-// mount of session s2 (neither its mount nor its host view is in the
-// jail's namespace), the mount base and the state directory show only the
+// mount of session s2 (neither its mount, its host view nor its jail views
+// are in the jail's namespace), the mount base and the state directory show only the
 // ways to s1's own host view and temp directory (no other session's name),
 // and `session rm s2` returns while the jail runs,
 // instead of waiting in the unmount for the jail to exit, and the jail
@@ -433,8 +433,13 @@ func TestJailDoesNotHoldOtherSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A jail of s2 first, so that s2 has its jail views too.
+	if r := d.exec(t, "s2", []string{"--confine"}, "true"); r.code != 0 {
+		t.Fatalf("a jail of s2: exit %d: %s", r.code, r.stderr)
+	}
 	var devs []string
-	for _, p := range []string{s2.Mountpoint, filepath.Join(d.mountBase, "@host", "s2")} {
+	for _, p := range []string{s2.Mountpoint, filepath.Join(d.mountBase, "@host", "s2"),
+		mounts.JailViewPath(d.mountBase, "s2"), mounts.JailHostViewPath(d.mountBase, "s2")} {
 		var st syscall.Stat_t
 		if err := syscall.Stat(p, &st); err != nil {
 			t.Fatal(err)
@@ -445,8 +450,8 @@ func TestJailDoesNotHoldOtherSessions(t *testing.T) {
 	// the mount base and the state directory (only the ways to its own
 	// host view and temp directory), then waits for a line.
 	cmd := exec.Command(wsfsBin, "exec", "--session", "s1", "--confine", "--", "bash", "-c",
-		`echo "ready $(awk -v a="$1" -v b="$2" '$3 == a || $3 == b' /proc/self/mountinfo | wc -l)" $(ls -A "$3" "$3/@host" "$4" "$4/tmp"); read x; echo alive`,
-		"jail", devs[0], devs[1], d.mountBase, d.stateDir)
+		`echo "ready $(awk -v a="$1" -v b="$2" -v c="$3" -v e="$4" '$3 == a || $3 == b || $3 == c || $3 == e' /proc/self/mountinfo | wc -l)" $(ls -A "$5" "$5/@host" "$6" "$6/tmp"); read x; echo alive`,
+		"jail", devs[0], devs[1], devs[2], devs[3], d.mountBase, d.stateDir)
 	cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -484,8 +489,11 @@ func TestJailDoesNotHoldOtherSessions(t *testing.T) {
 		// The cleanup kills the jail, which lets the removal finish.
 		t.Fatal("session rm s2 still waits for the jail of s1 after 60 s")
 	}
-	if ms := fuseMountsUnder(t, filepath.Join(d.mountBase, "s2")); len(ms) != 0 {
-		t.Errorf("mounts of s2 left after its removal: %v", ms)
+	for _, p := range []string{filepath.Join(d.mountBase, "s2"), filepath.Join(d.mountBase, "@host", "s2"),
+		mounts.JailViewPath(d.mountBase, "s2"), mounts.JailHostViewPath(d.mountBase, "s2")} {
+		if ms := fuseMountsUnder(t, p); len(ms) != 0 {
+			t.Errorf("mounts of s2 left after its removal: %v", ms)
+		}
 	}
 	in.Write([]byte("go\n"))
 	rest, _ := io.ReadAll(r)
