@@ -69,11 +69,17 @@ func Mount(cfg Config) (*Server, error) {
 	// must not apply its own on top (a process-wide setting: every caller
 	// of Mount, the CLI's mount and serve verbs included, relies on it).
 	syscall.Umask(0)
-	raiseNofile()
 
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if n := RaiseDescriptorLimit(); n != 0 && n < LowDescriptorLimit {
+		lowLimitOnce.Do(func() {
+			logger.Warn("descriptor limit is low: each inode the kernel keeps looked up holds one descriptor; "+
+				"beyond it operations through the mount fail with EMFILE (raise the hard limit: ulimit -Hn, systemd LimitNOFILE)",
+				"limit", n, "want", LowDescriptorLimit)
+		})
 	}
 	hostView := ""
 	if cfg.HostView != "" {
@@ -219,22 +225,37 @@ func timeout(v, def time.Duration) time.Duration {
 	return v
 }
 
-// raiseNofile lifts the soft descriptor limit to the hard one (Go does this
-// at start too) and, as root, the hard one to fs.nr_open.
-func raiseNofile() {
+// LowDescriptorLimit is the RLIMIT_NOFILE below which Mount logs a warning
+// and `wsfs doctor` warns. The server holds one O_PATH descriptor per inode
+// the kernel keeps looked up (it forgets inodes only under memory pressure),
+// plus one per open file, so a walk of a tree larger than the limit (tar,
+// git status of a big repository) gets EMFILE through the mount.
+const LowDescriptorLimit = 65536
+
+var lowLimitOnce sync.Once
+
+// RaiseDescriptorLimit lifts the process's soft descriptor limit to the hard
+// one (Go does this at start too) and, with CAP_SYS_RESOURCE, the hard one to
+// fs.nr_open, and returns the soft limit then in force (0 if getrlimit(2)
+// fails). Mount calls it; it is exported for `wsfs doctor`.
+func RaiseDescriptorLimit() uint64 {
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
-		return
+		return 0
 	}
 	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
 		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n > lim.Max {
 			if unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}) == nil {
-				return
+				return n
 			}
 		}
 	}
-	lim.Cur = lim.Max
-	unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	if lim.Cur < lim.Max {
+		if unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: lim.Max, Max: lim.Max}) == nil {
+			lim.Cur = lim.Max
+		}
+	}
+	return lim.Cur
 }
 
 // CheckMount validates a root and a mountpoint as Mount does and returns their

@@ -46,14 +46,15 @@ func newDoctorCmd() *cobra.Command {
 		Short: "Check that this host can run wsfs, one line per check with the fix",
 		Long: `Check /dev/fuse, the mount helper (fusermount3, or running as root), the
 kernel's FUSE passthrough support (Linux 6.9+), bubblewrap and the Landlock
-ABI (for exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other) and
+ABI (for exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other), the
+descriptor limit a server gets (one descriptor per inode the kernel keeps) and
 stale wsfs mounts (a daemon that died). Prints one line per check:
 "ok|warn|fail  NAME: DETAIL[ — fix: FIX]"; with --json one object per line
 {"name","status","detail","fix"}. Exit code 1 when a check fails (warnings do
 not fail).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkBwrap(), checkLandlock(), checkAllowOther()}
+			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkBwrap(), checkLandlock(), checkAllowOther(), checkDescriptors(fusefs.RaiseDescriptorLimit())}
 			checks = append(checks, checkStaleMounts()...)
 			failed := false
 			for _, c := range checks {
@@ -155,6 +156,24 @@ func checkPassthrough() check {
 		}
 	default:
 		c.Status, c.Detail, c.Fix = checkWarn, "kernel "+release+" has no FUSE passthrough: file data goes through the server", "upgrade to Linux 6.9+ for native-speed file data"
+	}
+	return c
+}
+
+// checkDescriptors judges limit, the RLIMIT_NOFILE a server started here
+// gets (fusefs.RaiseDescriptorLimit): each inode the kernel keeps looked up
+// holds a descriptor in the server, so a low limit is EMFILE on big trees.
+func checkDescriptors(limit uint64) check {
+	c := check{Name: "descriptor limit"}
+	switch {
+	case limit == 0:
+		c.Status, c.Detail, c.Fix = checkWarn, "getrlimit(RLIMIT_NOFILE) failed", "check ulimit -Hn by hand (want >= "+strconv.Itoa(fusefs.LowDescriptorLimit)+")"
+	case limit < fusefs.LowDescriptorLimit:
+		c.Status = checkWarn
+		c.Detail = fmt.Sprintf("%d descriptors: a tree with more inodes than that, walked through a mount, gets EMFILE (one descriptor per inode the kernel keeps)", limit)
+		c.Fix = fmt.Sprintf("raise the hard limit to >= %d (ulimit -Hn, systemd LimitNOFILE=, the container's nofile)", fusefs.LowDescriptorLimit)
+	default:
+		c.Status, c.Detail = checkOK, fmt.Sprintf("%d descriptors", limit)
 	}
 	return c
 }
