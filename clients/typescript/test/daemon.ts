@@ -55,7 +55,7 @@ export async function startDaemon(): Promise<Daemon> {
   let log = "";
   const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`wsfs serve: not serving after 30s:\n${log}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`wsfs serve: not serving after 60s:\n${log}`)), 60_000);
     child.stderr!.on("data", (b: Buffer) => {
       log += b.toString();
       if (log.includes("msg=serving")) {
