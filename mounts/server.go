@@ -287,9 +287,11 @@ func decodeBody(r *http.Request, v any) error {
 		if len(raw) > 0 && raw[0] != '{' {
 			return errorf(CodeInvalid, "request body: %s: a JSON object is required", jsonKind(raw[0]))
 		}
-		inner := json.NewDecoder(bytes.NewReader(raw))
-		inner.DisallowUnknownFields()
-		err = inner.Decode(v)
+		if err = duplicateKey(raw); err == nil {
+			inner := json.NewDecoder(bytes.NewReader(raw))
+			inner.DisallowUnknownFields()
+			err = inner.Decode(v)
+		}
 	}
 	var tooBig *http.MaxBytesError
 	switch {
@@ -311,6 +313,49 @@ func decodeBody(r *http.Request, v any) error {
 		return errorf(CodeInvalid, "request body: %s: want %s, got a JSON %s", where, jsonWant(te.Type), te.Value)
 	}
 	return errorf(CodeInvalid, "request body: %v", err)
+}
+
+// duplicateKey refuses an object that names a key twice (RFC 8259 §4: names
+// "SHOULD be unique"; encoding/json keeps the last one, so
+// {"mode":"full-access","mode":"read-only"} would silently mean read-only).
+// raw is one well-formed JSON value.
+func duplicateKey(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	// One entry per open object (its keys so far) or array (nil); inKey:
+	// the next token of the innermost object is a key or its '}'.
+	var stack []map[string]bool
+	inKey := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if k, ok := tok.(string); ok && inKey {
+			keys := stack[len(stack)-1]
+			if keys[k] {
+				return fmt.Errorf("key %q given twice", k)
+			}
+			keys[k], inKey = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, map[string]bool{})
+			inKey = true
+			continue
+		case json.Delim('['):
+			stack = append(stack, nil)
+			inKey = false
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: inside an object, a key (or '}') comes next.
+		inKey = len(stack) > 0 && stack[len(stack)-1] != nil
+	}
 }
 
 // jsonWant names the JSON value a Go type decodes from.

@@ -154,6 +154,7 @@ func TestDecodeBody(t *testing.T) {
 		{`{"cd":"x","y":1}`, CodeInvalid, `request body: json: unknown field "y"`},
 		{`{"cd":1}`, CodeInvalid, `request body: field "cd": want a string, got a JSON number`},
 		{`{"cd":["x"]}`, CodeInvalid, `request body: field "cd": want a string, got a JSON array`},
+		{`{"cd":"y","cd":"x"}`, CodeInvalid, `request body: key "cd" given twice`},
 	} {
 		var req api.CwdRequest
 		err := decodeBody(httptest.NewRequest("POST", "/v1/sessions/s/cwd", strings.NewReader(tc.body)), &req)
@@ -166,6 +167,29 @@ func TestDecodeBody(t *testing.T) {
 		}
 		if err == nil && req.Cd != "x" {
 			t.Errorf("body %q: decoded %+v", short, req)
+		}
+	}
+}
+
+// duplicateKey: a key twice in one object is refused at any depth; the same
+// key in different objects, and equal values in arrays, are fine.
+func TestDuplicateKey(t *testing.T) {
+	for body, want := range map[string]string{
+		`{}`: "",
+		`{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}],"d":["a","a"]}`: "",
+		`{"a":{},"b":[],"c":[[],{}],"d":{"e":{"f":null}}}`:        "",
+		`{"mode":"full-access","mode":"read-only"}`:               `key "mode" given twice`,
+		`{"policy":{"roots":[{"path":"/x","path":"/y"}]}}`:        `key "path" given twice`,
+		`{"a":{"b":1},"c":2,"a":3}`:                               `key "a" given twice`,
+		`{"labels":{"k":"1","k":"2"}}`:                            `key "k" given twice`,
+	} {
+		err := duplicateKey([]byte(body))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("duplicateKey(%s) = %q, want %q", body, got, want)
 		}
 	}
 }
