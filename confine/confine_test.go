@@ -480,7 +480,12 @@ func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 	if err := syscall.Mount("tmpfs", otherMnt, "tmpfs", 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Unmount(otherMnt, syscall.MNT_DETACH) })
+	tmpfsUp := true
+	t.Cleanup(func() {
+		if tmpfsUp { // else this would detach the FUSE mount under it
+			syscall.Unmount(otherMnt, syscall.MNT_DETACH)
+		}
+	})
 	if err := os.WriteFile(filepath.Join(otherMnt, "upper"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -493,6 +498,7 @@ func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 	if err := syscall.Unmount(otherMnt, 0); err != nil { // the tmpfs
 		t.Fatal(err)
 	}
+	tmpfsUp = false
 	go func() { unmounted <- srv.Unmount(false) }()
 	select {
 	case err := <-unmounted:
