@@ -14,6 +14,19 @@ if [ "$(id -u)" -ne 0 ]; then
 	sudo=(sudo)
 fi
 
+# retry CMD...: the steps that reach a registry (Debian apt, the Go module
+# proxy, npm) get three tries, so that one transient network failure does
+# not fail CI.
+retry() {
+	local i
+	for i in 1 2 3; do
+		"$@" && return 0
+		[ "$i" -lt 3 ] || return 1
+		echo "ci-setup: try $i of: $* failed; again in $((i * 10)) s" >&2
+		sleep $((i * 10))
+	done
+}
+
 need=()
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v git >/dev/null 2>&1 || need+=(git)
@@ -29,8 +42,8 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ "${#need[@]}" -gt 0 ]; then
 	echo "ci-setup: installing ${need[*]}"
-	"${sudo[@]}" apt-get update -qq
-	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	retry "${sudo[@]}" apt-get update -qq
+	retry "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 # The fuse module is built in or loaded on most kernels; in a container
@@ -58,10 +71,13 @@ if [ -n "${STATICCHECK_VERSION:-}" ]; then
 	sc="$(go env GOPATH)/bin/staticcheck"
 	if ! "$sc" -version 2>/dev/null | grep -q "(${STATICCHECK_VERSION#v})"; then
 		echo "ci-setup: installing staticcheck ${STATICCHECK_VERSION}"
-		go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
+		retry go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 	fi
 fi
+# The module's dependencies, from the Go module proxy, before vet and the
+# tests need them.
+(cd "$(dirname "${BASH_SOURCE[0]}")/.." && retry go mod download)
 # The TypeScript client's dependencies, exactly as package-lock.json pins
 # them (from the npm registry).
-(cd "$(dirname "${BASH_SOURCE[0]}")/../clients/typescript" && npm ci --no-audit --no-fund --loglevel=error)
+(cd "$(dirname "${BASH_SOURCE[0]}")/../clients/typescript" && retry npm ci --no-audit --no-fund --loglevel=error)
 echo "ci-setup: ok ($(fusermount3 -V 2>&1 | head -n1), $(git --version), node $(node --version))"
