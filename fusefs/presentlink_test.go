@@ -58,3 +58,48 @@ func TestPresentLinkAgreesWithMount(t *testing.T) {
 		}
 	}
 }
+
+// A link whose text names an in-root link keeps its text (or a text to that
+// link), however far that link's own target lies: python -> python3 in a
+// venv stays "python3" though python3 escapes (README, "Links are links":
+// the text is judged by the object it names, lstat(2) semantics on the last
+// component; the named link is presented on its own).
+func TestLinkToInRootLinkKeepsText(t *testing.T) {
+	outside := canonT(t, t.TempDir())
+	mkdirT(t, filepath.Join(outside, "bin"), 0o755)
+	writeFileT(t, filepath.Join(outside, "bin/python3.11"), "#!interp\n", 0o755)
+	backing, mnt, _ := mountT(t, withPopulate(func(t *testing.T, b string) {
+		mkdirT(t, filepath.Join(b, ".venv/bin"), 0o755)
+		mkdirT(t, filepath.Join(b, ".venv/lib"), 0o755)
+		symlinkT(t, filepath.Join(outside, "bin/python3.11"), filepath.Join(b, ".venv/bin/python3"))
+		symlinkT(t, "python3", filepath.Join(b, ".venv/bin/python"))
+		symlinkT(t, filepath.Join(b, ".venv/bin/python3"), filepath.Join(b, ".venv/bin/abs"))
+		symlinkT(t, "../bin/python", filepath.Join(b, ".venv/lib/up"))
+	}))
+	hv := hostViewOf(mnt)
+	key := filepath.Join(outside, "bin/python3.11")
+	for name, want := range map[string]string{
+		".venv/bin/python3": hv + key,
+		".venv/bin/python":  "python3",
+		".venv/bin/abs":     "python3",
+		".venv/lib/up":      "../bin/python",
+	} {
+		st := lstatT(t, filepath.Join(mnt, name))
+		shown, err := os.Readlink(filepath.Join(mnt, name))
+		if err != nil || shown != want || st.Size != int64(len(want)) {
+			t.Errorf("readlink mnt/%s = %q (lstat size %d), %v; want %q (size %d)", name, shown, st.Size, err, want, len(want))
+		}
+		text, err := os.Readlink(filepath.Join(backing, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fusefs.PresentLink(backing, mnt, hv, fusefs.SymlinksContain, filepath.Dir(filepath.Join(backing, name)), text)
+		if got.Text != want || got.Key != key {
+			t.Errorf("PresentLink(%s -> %s) = %+v, want text %q key %q", name, text, got, want, key)
+		}
+		data, err := os.ReadFile(filepath.Join(mnt, name))
+		if err != nil || string(data) != "#!interp\n" {
+			t.Errorf("read through mnt/%s = %q, %v; want the outside file's content", name, data, err)
+		}
+	}
+}

@@ -94,9 +94,13 @@ func plainText(text string) bool {
 // links"), and the key of what it reaches ("" when the target cannot be
 // walked):
 //   - follow mode: the stored text;
-//   - a target inside the root: the stored text when it is relative without
-//     "..", else the path from dir to the key (the mount's tree is physical,
-//     so ".." there is the physical parent);
+//   - a text naming an object inside the root: the stored text when it is
+//     relative without "..", else the path from dir to that object (the
+//     mount's tree is physical, so ".." there is the physical parent). The
+//     object is the one the text names, its own final link not followed
+//     (lstat(2) semantics on the last component, lastKey): when it is a
+//     link, the mount presents that link on its own, so a venv's
+//     python -> python3 stays "python3" whatever python3 points to;
 //   - a target outside the root, existing or not: HostView + key (the key
 //     itself when the mount has no host view), unless it is a device,
 //     socket or fifo (kept as stored: /dev/null);
@@ -113,12 +117,25 @@ func (r *linkRules) present(dir, text string) (shown, key string) {
 	}
 	key, err := r.walker().TargetKey(context.Background(), t)
 	if err != nil {
+		key = ""
+	} else {
+		key = r.mapServed(key)
+	}
+	if named, ok := r.lastKey(t); ok && identity.Within(named, r.root) {
+		if plainText(text) {
+			return text, key
+		}
+		if rel, err := filepath.Rel(dir, named); err == nil {
+			return rel, key
+		}
+		return text, key
+	}
+	if err != nil {
 		if plainText(text) || r.hostView == "" {
 			return text, ""
 		}
 		return r.hostView + t, ""
 	}
-	key = r.mapServed(key)
 	if identity.Within(key, r.root) {
 		if plainText(text) {
 			return text, key
@@ -139,6 +156,37 @@ func (r *linkRules) present(dir, text string) (shown, key string) {
 		return key, key
 	}
 	return InHostView(r.hostView, key), key
+}
+
+// lastKey returns the key of the object the absolute path t names without
+// following its final component when that is a link (lstat(2) semantics):
+// the key of t's directory part joined with its last name, or what a mount
+// this server serves shows there. ok is false when the last component must
+// be followed to be named (".", "..", a trailing slash) or the directory
+// part cannot be walked.
+func (r *linkRules) lastKey(t string) (string, bool) {
+	i := strings.LastIndexByte(t, '/')
+	name := t[i+1:]
+	if name == "" || name == "." || name == ".." {
+		return "", false
+	}
+	dir := t[:i]
+	if dir == "" {
+		dir = "/"
+	}
+	w := r.walker()
+	pk, err := w.TargetKey(context.Background(), dir)
+	if err != nil {
+		return "", false
+	}
+	named := pk + "/" + name
+	if pk == "/" {
+		named = "/" + name
+	}
+	if phys, ok, _ := w.Mount(named); ok {
+		return phys, true
+	}
+	return r.mapServed(named), true
 }
 
 // InHostView returns the path of the canonical physical path p inside the
