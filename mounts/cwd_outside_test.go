@@ -238,3 +238,58 @@ func waitDenial(t *testing.T, d *daemon, id, pid, path, rule string) {
 		t.Errorf("no logged EROFS denial of %s (pid %q) at %s with rule %s; log:\n%s", id, pid, path, rule, d.logText())
 	}
 }
+
+// TestCwdReplacedBySymlink: a working directory outside the roots whose
+// path the host (or the session itself, through its host view in
+// full-access) replaced by a symlink is not handed on under its old name:
+// the next read recovers to the origin, logged, whether the link leads to
+// another session's mountpoint (through a second link: the walk refuses
+// it, EACCES) or to another readable directory (a cwd changes only by cd).
+func TestCwdReplacedBySymlink(t *testing.T) {
+	dir := outsideDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	proj, out, victim, vmp := filepath.Join(dir, "proj"), filepath.Join(dir, "out"), filepath.Join(dir, "victim"), filepath.Join(dir, "vmp")
+	mkTree(t, proj, "file")
+	mkTree(t, out, "d/", "e/")
+	mkTree(t, victim, "secret")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "v", Root: victim, Mountpoint: vmp}); err != nil {
+		t.Fatal(err)
+	}
+	mp := filepath.Join(dir, "work")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "a", Root: proj, Mountpoint: mp, Policy: &api.Policy{Mode: api.ModeFullAccess}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ link, reason string }{
+		{filepath.Join(dir, "nr") + vmp, out + "/d: permission denied"},
+		{out + "/e", out + "/d now resolves to " + out + "/e (a symlink in its path)"},
+	} {
+		if _, err := d.c.Chdir(ctx, "a", out+"/d"); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(dir, "nr"))
+		if err := os.Symlink("/", filepath.Join(dir, "nr")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(out+"/d", out+"/d.old"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(c.link, out+"/d"); err != nil {
+			t.Fatal(err)
+		}
+		wd, err := d.c.Cwd(ctx, "a")
+		if err != nil || wd.Path != mp || wd.Physical != proj || !wd.Changed || len(wd.Events) != 1 {
+			t.Fatalf("cwd after %s/d became a link to %s: %+v %v, want recovered to %s", out, c.link, wd, err, mp)
+		}
+		if ev := wd.Events[0]; ev.Type != "recover" || ev.To != mp || ev.Reason != c.reason {
+			t.Fatalf("recover event: %+v, want reason %q", ev, c.reason)
+		}
+		if r := d.exec(t, "a", nil, "pwd"); r.code != 0 || r.stdout != mp+"\n" {
+			t.Fatalf("exec pwd: %+v", r)
+		}
+		os.Remove(out + "/d")
+		if err := os.Rename(out+"/d.old", out+"/d"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -246,10 +246,22 @@ func (m *Manager) validateCwd(s *session) (*Event, error) {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(s.rec.Root, s.cwd)
 	}
+	// The stored path must still name the directory physically, walked
+	// as the session walks (the one walker: other sessions' mounts and
+	// the views are EACCES): a component replaced by a symlink since (the
+	// session may write outside its root) would hand exec and the jail
+	// another directory under the old name, another session's mount say.
+	// It is not re-resolved: a cwd changes only by a logged cd.
+	v := m.view(s.rec.Root, s.rec.Mountpoint, s.rec.ID)
+	key, werr := m.walker(v, ".").Canonical(context.Background(), dir)
 	var reason string
-	switch v := m.view(s.rec.Root, s.rec.Mountpoint, s.rec.ID); {
-	case !isDir(dir):
+	switch {
+	case errors.Is(werr, syscall.ENOENT) || werr == nil && !isDir(key):
 		reason = fmt.Sprintf("%s no longer exists", dir)
+	case werr != nil:
+		reason = fmt.Sprintf("%s: %v", dir, identity.ErrnoText(werr))
+	case key != dir:
+		reason = fmt.Sprintf("%s now resolves to %s (a symlink in its path)", dir, key)
 	case filepath.IsAbs(s.cwd):
 		if err := v.mayRead(dir, dir); err != nil {
 			reason = err.Error()
