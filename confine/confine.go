@@ -130,13 +130,9 @@ func (s Spec) Check() error {
 		if v.Path == "/" {
 			return fmt.Errorf("confine: view path %q: the file system root cannot be a view", v.Path)
 		}
-		var sfs unix.Statfs_t
-		if err := unix.Statfs(v.Source, &sfs); err != nil {
-			return fmt.Errorf("confine: view source %s: %w", v.Source, err)
-		}
-		if sfs.Type != FuseSuperMagic {
-			return fmt.Errorf("confine: view source %s: not on FUSE (the jail shows roots only through their mount)", v.Source)
-		}
+	}
+	if _, err := s.pinViews(); err != nil {
+		return err
 	}
 	if err := abs("cwd", s.Cwd); err != nil {
 		return err
@@ -182,6 +178,54 @@ func (s Spec) Check() error {
 		}
 	}
 	return nil
+}
+
+// pinnedView is a view's path with the identity (st_dev, st_ino) of its
+// source: the helper finds that very object at the path inside the jail,
+// or refuses to start.
+type pinnedView struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// pinViews opens every view source without following any symlink
+// (identity.OpenCanonical: a source is a physical path; a link in it now
+// means a swap, which could lead bwrap to another session's mount or a
+// none root) and returns its identity; a source not on FUSE is refused.
+func (s Spec) pinViews() ([]pinnedView, error) {
+	out := make([]pinnedView, 0, len(s.Views))
+	for _, v := range s.Views {
+		st, sfs, err := statCanonical(v.Source)
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("confine: view source %s: a symlink in its path (the jail follows none)", v.Source)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("confine: view source %s: %w", v.Source, err)
+		}
+		if sfs.Type != FuseSuperMagic {
+			return nil, fmt.Errorf("confine: view source %s: not on FUSE (the jail shows roots only through their mount)", v.Source)
+		}
+		out = append(out, pinnedView{Path: v.Path, Dev: st.Dev, Ino: st.Ino})
+	}
+	return out, nil
+}
+
+// statCanonical stats and statfs's the object at the canonical path p,
+// refusing a symlink in any component (ELOOP).
+func statCanonical(p string) (unix.Stat_t, unix.Statfs_t, error) {
+	var st unix.Stat_t
+	var sfs unix.Statfs_t
+	fd, err := identity.OpenCanonical(p)
+	if err != nil {
+		return st, sfs, err
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstatat(fd, "", &st, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, sfs, err
+	}
+	err = unix.Fstatfs(fd, &sfs)
+	return st, sfs, err
 }
 
 // coveredHidden reports whether the hidden path h lies inside another
@@ -303,8 +347,13 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 	} else {
 		a = append(a, "--clearenv")
 	}
+	pinned, err := s.pinViews()
+	if err != nil {
+		return nil, err
+	}
 	cfg := helperConfig{
 		Writable:   append(viewPaths(s.Views), s.Writable...),
+		Views:      pinned,
 		Cwd:        s.Cwd,
 		BestEffort: s.BestEffort,
 		Private:    private,

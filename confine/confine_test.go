@@ -548,3 +548,53 @@ func startJail(t *testing.T, s confine.Spec) (first string, in io.WriteCloser, o
 	}
 	return first, in, out, stderr
 }
+
+// TestJailFollowsNoSymlink: a view source, a view path and the working
+// directory are taken as physical paths, never through a symlink: a
+// symlinked source is refused by Check; one swapped for a link after
+// Check (here by a bwrap wrapper, the race the attack used to bind a
+// none root) is found by the helper inside the jail, which refuses to
+// start (126) instead of showing the link's target, and so is a working
+// directory swapped for a link.
+func TestJailFollowsNoSymlink(t *testing.T) {
+	e := newJailEnv(t)
+	bw, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(e.dir, "link")
+	if err := os.Symlink(e.mnt, link); err != nil {
+		t.Fatal(err)
+	}
+	s := e.spec("cat", e.backing+"/d1/a")
+	s.Views[0].Source = link
+	if err := s.Check(); err == nil || err.Error() != "confine: view source "+link+": a symlink in its path (the jail follows none)" {
+		t.Fatalf("Check with a symlinked view source: %v", err)
+	}
+
+	for _, c := range []struct{ name, swap, want string }{
+		{"source", `mv "$M/d1" "$M/d1.x" && ln -s "$S" "$M/d1"`,
+			"wsfs: confine: view " + e.outside + " in the jail is not its source (swapped while the jail was built)\n"},
+		{"cwd", `mv "$M/d2" "$M/d2.x" && ln -s .git "$M/d2"`,
+			"wsfs: confine: working directory " + e.backing + "/d2 in the jail: too many levels of symbolic links (the jail follows no symlink)\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wrapper := filepath.Join(e.dir, "bwrap-"+c.name)
+			script := "#!/bin/sh\nM=" + e.mnt + " S=" + e.secret + "\n" + c.swap + " || exit 99\nexec " + bw + " \"$@\"\n"
+			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			s := e.spec("cat", e.outside+"/key")
+			s.Bwrap = wrapper
+			if c.name == "cwd" {
+				s.Args, s.Cwd = []string{"pwd"}, e.backing+"/d2"
+			} else {
+				s.Views = append(s.Views, confine.View{Path: e.outside, Source: e.mnt + "/d1"})
+			}
+			out, stderr, code := run(t, s)
+			if code != confine.ExitConfineFailed || out != "" || stderr != c.want {
+				t.Fatalf("jail after the swap: exit %d, stdout %q, stderr %q; want 126 and %q", code, out, stderr, c.want)
+			}
+		})
+	}
+}

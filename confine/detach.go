@@ -110,6 +110,25 @@ func mountIDAt(p string, follow bool) (int, error) {
 	return int(stx.Mnt_id), nil
 }
 
+// keptMountID returns the id of the mount the canonical path p lies in,
+// walked without following any symlink (identity.OpenCanonical): a path
+// swapped for a link to another session's mount keeps nothing.
+func keptMountID(p string) (int, error) {
+	fd, err := identity.OpenCanonical(p)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC|unix.AT_NO_AUTOMOUNT, 0, &stx); err != nil {
+		return 0, err
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, fmt.Errorf("statx %s: no mount id (Linux 5.8 or newer needed)", p)
+	}
+	return int(stx.Mnt_id), nil
+}
+
 // detachForeignFUSE detaches (umount2(2) MNT_DETACH) every FUSE mount of
 // the calling thread's mount namespace except the mounts holding the
 // existing paths of keep and their ancestors. umount2 reaches the topmost
@@ -122,7 +141,7 @@ func mountIDAt(p string, follow bool) (int, error) {
 func detachForeignFUSE(keep []string) error {
 	kept := map[int]bool{}
 	for _, p := range keep {
-		if id, err := mountIDAt(p, true); err == nil {
+		if id, err := keptMountID(p); err == nil {
 			kept[id] = true
 		}
 	}

@@ -26,7 +26,13 @@ type helperConfig struct {
 	// Writable directories (the views and Spec.Writable) get Landlock's
 	// write rights, renames and links between them included.
 	Writable []string `json:"writable"`
-	// Cwd is where bwrap started the helper; it must be on FUSE.
+	// Views are the views' paths with their sources' identities: each
+	// path, walked in the jail without following a symlink, must be that
+	// object (bwrap follows links: a source or a path swapped for one
+	// after Spec.Check would show something else there).
+	Views []pinnedView `json:"views"`
+	// Cwd is where bwrap started the helper; it must be on FUSE, and be
+	// Cwd walked without following a symlink.
 	Cwd string `json:"cwd"`
 	// BestEffort: warn instead of failing when a layer is unavailable.
 	BestEffort bool `json:"best_effort,omitempty"`
@@ -90,6 +96,9 @@ func runHelper(config string, args []string) int {
 			return fail("make the jail's mounts private: %v", err)
 		}
 	}
+	if err := checkPinned(cfg); err != nil {
+		return fail("%v", err)
+	}
 	if err := dropCapabilities(); err != nil {
 		return fail("drop capabilities: %v", err)
 	}
@@ -135,6 +144,30 @@ func runHelper(config string, args []string) int {
 	err = syscall.Exec(path, args, os.Environ())
 	fmt.Fprintf(os.Stderr, "wsfs: exec %s: %v\n", path, err)
 	return ExitNotFound
+}
+
+// checkPinned checks, inside the jail, that each view path of cfg is its
+// source's object (st_dev, st_ino) and that the working directory is
+// cfg.Cwd, each walked without following a symlink.
+func checkPinned(cfg helperConfig) error {
+	for _, v := range cfg.Views {
+		st, _, err := statCanonical(v.Path)
+		if err != nil {
+			return fmt.Errorf("view %s in the jail: %w (the jail follows no symlink)", v.Path, err)
+		}
+		if st.Dev != v.Dev || st.Ino != v.Ino {
+			return fmt.Errorf("view %s in the jail is not its source (swapped while the jail was built)", v.Path)
+		}
+	}
+	st, _, err := statCanonical(cfg.Cwd)
+	if err != nil {
+		return fmt.Errorf("working directory %s in the jail: %w (the jail follows no symlink)", cfg.Cwd, err)
+	}
+	var dot unix.Stat_t
+	if err := unix.Stat(".", &dot); err != nil || dot.Dev != st.Dev || dot.Ino != st.Ino {
+		return fmt.Errorf("working directory %s in the jail: not where the jail started (swapped while the jail was built)", cfg.Cwd)
+	}
+	return nil
 }
 
 // dropCapabilities empties this thread's bounding set (PR_CAPBSET_DROP,

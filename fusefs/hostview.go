@@ -432,7 +432,7 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		h.links[filepath.Clean(k)] = v
 		h.linkIno[filepath.Clean(k)] = 1<<62 | i
 	}
-	rootFd, err := openCanonical("/")
+	rootFd, err := identity.OpenCanonical("/")
 	if err != nil {
 		return nil, fmt.Errorf("host view root: %w", err)
 	}

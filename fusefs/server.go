@@ -55,7 +55,7 @@ func Mount(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	rootFd, err := openCanonical(root)
+	rootFd, err := identity.OpenCanonical(root)
 	if err != nil {
 		return nil, fmt.Errorf("root %q: %w", cfg.Root, err)
 	}

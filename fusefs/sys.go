@@ -39,15 +39,6 @@ func statOpened(fd int, err error) (int, syscall.Stat_t, error) {
 	return fd, st, nil
 }
 
-// openCanonical opens a canonical absolute path as O_PATH, refusing any
-// symlink on the way (a canonical path has none; one now means a swap).
-func openCanonical(path string) (int, error) {
-	return unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-}
-
 // fstat stats the object fd names (an O_PATH fd included), not following it.
 func fstat(fd int, st *syscall.Stat_t) error {
 	var ust unix.Stat_t

@@ -20,3 +20,16 @@ func ReadlinkAt(dirfd int, name string) (string, error) {
 		}
 	}
 }
+
+// OpenCanonical opens the canonical absolute path path as an O_PATH
+// descriptor (close-on-exec) with openat2(2) RESOLVE_NO_SYMLINKS |
+// RESOLVE_NO_MAGICLINKS: a symlink in any component, the last included,
+// fails with ELOOP (a canonical path has none; one now means a swap).
+// Errors are openat2's (ENOENT, ENOTDIR, ELOOP, EACCES, ENOSYS before
+// Linux 5.6).
+func OpenCanonical(path string) (int, error) {
+	return unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
