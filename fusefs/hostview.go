@@ -193,22 +193,43 @@ func (h *hostView) refusedPassage(pol *policy.Policy, p string) bool {
 	return false
 }
 
-// listFilter returns, for a directory that is a passage, the filter that
-// lists only the names leading to a visible place; nil otherwise.
+// listFilter returns the filter of a listing of dir: a hidden name is never
+// listed (LOOKUP refuses it; it must not show as d?????????), and a
+// directory that is a passage (hidden, or refused by the policy, on the way
+// to a visible place) lists only the names on the way. nil when every name
+// is listed.
 func (h *hostView) listFilter(pol *policy.Policy, dir string) func(string) bool {
-	if hidden, _ := h.hiddenAt(pol, dir); !hidden && !h.refusedPassage(pol, dir) {
+	if hidden, _ := h.hiddenAt(pol, dir); hidden || h.refusedPassage(pol, dir) {
+		vis := h.visible(pol)
+		return func(name string) bool {
+			p := join(dir, name)
+			for _, v := range vis {
+				if identity.Within(v, p) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	if !h.hidesBelow(dir) {
 		return nil
 	}
-	vis := h.visible(pol)
 	return func(name string) bool {
-		p := join(dir, name)
-		for _, v := range vis {
-			if identity.Within(v, p) {
+		hidden, passage := h.hiddenAt(pol, join(dir, name))
+		return !hidden || passage
+	}
+}
+
+// hidesBelow reports whether a hidden place lies strictly inside dir.
+func (h *hostView) hidesBelow(dir string) bool {
+	for _, list := range [2][]string{*h.hidden.Load(), h.defHide} {
+		for _, x := range list {
+			if x != dir && identity.Within(x, dir) {
 				return true
 			}
 		}
-		return false
 	}
+	return false
 }
 
 // openChild opens name in the directory dirfd (physical path p) as O_PATH
@@ -354,6 +375,9 @@ func (s *Server) forgetEntry(p string) {
 	for i, name := range names {
 		if i == len(names)-1 {
 			dir.NotifyEntry(name)
+			// A listing the kernel keeps (FOPEN_CACHE_DIR) must not
+			// show a name hidden now.
+			dir.NotifyContent(0, 0)
 			return
 		}
 		if dir = dir.GetChild(name); dir == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,6 +108,45 @@ func TestHostViewMostSpecificWins(t *testing.T) {
 		wantErrno(t, "lstat hidden "+p, err, syscall.EACCES)
 	}
 	wantErrno(t, "create in a passage", os.WriteFile(hv+state+"/new", nil, 0o644), syscall.EACCES)
+}
+
+// A hidden name is never listed, wherever it lies (LOOKUP refuses it, and ls
+// -la would show it as d????????? and exit 1): a daemon hides its state
+// directory entry by entry around the session's temp area, and the host's
+// "/" holds the default hidden places.
+func TestHostViewListsNoHiddenName(t *testing.T) {
+	state := canonT(t, t.TempDir())
+	temp := filepath.Join(state, "tmp/s1")
+	mkdirT(t, temp, 0o755)
+	mkdirT(t, filepath.Join(state, "tmp/s2"), 0o755)
+	mkdirT(t, filepath.Join(state, "sessions"), 0o700)
+	writeFileT(t, filepath.Join(state, "lock"), "", 0o600)
+	writeFileT(t, filepath.Join(state, "seen"), "", 0o644)
+	_, mnt, _ := mountT(t, withHostHidden(filepath.Join(state, "lock"), filepath.Join(state, "sessions"), filepath.Join(state, "tmp/s2")),
+		func(s *mountSetup) { s.spec.Temp = []string{temp} })
+	hv := hostViewOf(mnt)
+	for dir, want := range map[string]string{
+		state:          "seen,tmp",
+		state + "/tmp": "s1",
+	} {
+		if got := namesErr(hv + dir); strings.Join(got, ",") != want {
+			t.Errorf("list %s in the host view: %v, want [%s]", dir, got, want)
+		}
+		if out, code := sh(t, "/", "ls -la "+shq(hv+dir)+" >/dev/null"); code != 0 {
+			t.Errorf("ls -la %s in the host view: exit %d %q, want 0", dir, code, out)
+		}
+	}
+	_, err := os.Lstat(hv + state + "/lock")
+	wantErrno(t, "lstat a hidden name", err, syscall.EACCES)
+	root := names(t, hv)
+	for _, h := range []string{"proc", "sys", "dev", "run"} {
+		if slices.Contains(root, h) {
+			t.Errorf("the host view's / lists the hidden %s: %v", h, root)
+		}
+	}
+	if !slices.Contains(root, "usr") {
+		t.Errorf("the host view's / = %v, want usr in it", root)
+	}
 }
 
 // Inside a directory reached through an escaping link, git does not take the

@@ -61,7 +61,7 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *sl
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
 		Mountpoint: dir,
 		Policy:     pol,
-		Hidden:     m.hiddenFor(id, pol),
+		Hidden:     m.hiddenFor(id),
 		Links:      map[string]string{root: mp, mp: mp},
 		Logger:     log, // the session's, with its labels
 		Session:    id,
@@ -142,7 +142,7 @@ func (m *Manager) refreshHidden() {
 	}
 	m.mu.Unlock()
 	for id, hv := range views {
-		hidden := m.hiddenFor(id, hv.pol)
+		hidden := m.hiddenFor(id)
 		for _, srv := range []*fusefs.Server{hv.srv, hv.jail} {
 			if srv == nil {
 				continue
@@ -159,24 +159,16 @@ func (m *Manager) refreshHidden() {
 // the lock, every other session's temp area), the mount base (every other
 // session's default mountpoint, every host view), Config.Hidden (the
 // socket), every other session's root and mountpoint (fusefs itself hides
-// mounts whose source lies in a none root of pol). What the session may see
-// stays visible where it lies inside those (its temp area under the state
-// directory, its mountpoint under the mount base, a root next to the
-// socket): the directory around it is hidden entry by entry instead.
-func (m *Manager) hiddenFor(id string, pol *policy.Policy) []string {
-	spec := pol.Spec()
-	visible := append([]string{spec.Primary}, spec.Temp...)
-	for _, r := range spec.Additional {
-		if r.Access != policy.AccessNone {
-			visible = append(visible, r.Path)
-		}
-	}
+// mounts whose source lies in a none root of the session's policy). What
+// the session may see stays visible where it lies inside those (its temp
+// area under the state directory, its mountpoint under the mount base, a
+// root next to the socket): the host view makes the directories on the way
+// passages, listed with only the names on the way (fusefs.HostViewConfig).
+func (m *Manager) hiddenFor(id string) []string {
 	var hidden []string
 	m.mu.Lock()
 	for mp, other := range m.mountpoints {
-		if other == id {
-			visible = append(visible, mp)
-		} else {
+		if other != id {
 			hidden = append(hidden, mp)
 		}
 	}
@@ -186,33 +178,5 @@ func (m *Manager) hiddenFor(id string, pol *policy.Policy) []string {
 		}
 	}
 	m.mu.Unlock()
-	for _, dir := range append([]string{m.stateDir, m.mountBase}, m.hidden...) {
-		hidden = append(hidden, hideAround(dir, visible)...)
-	}
-	return hidden
-}
-
-// hideAround returns the paths that hide dir except the visible places in
-// it: dir itself when none lies inside, else its entries, each hidden the
-// same way (the visible places themselves, and their ancestors, are left).
-func hideAround(dir string, visible []string) []string {
-	inside := false
-	for _, v := range visible {
-		if v == dir {
-			return nil
-		}
-		inside = inside || identity.Within(v, dir)
-	}
-	if !inside {
-		return []string{dir}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return []string{dir} // what is there cannot be told: all of it
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, hideAround(filepath.Join(dir, e.Name()), visible)...)
-	}
-	return out
+	return append(append(hidden, m.stateDir, m.mountBase), m.hidden...)
 }

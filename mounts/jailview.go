@@ -94,7 +94,7 @@ func (m *Manager) ensureJailView(s *session) {
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
 		Mountpoint: dir,
 		Policy:     s.pol,
-		Hidden:     m.hiddenFor(id, s.pol),
+		Hidden:     m.hiddenFor(id),
 		// No link for the root: the jail shows the jail view over the
 		// root's path.
 		Symlinks: fusefs.SymlinksFollow,
