@@ -368,10 +368,14 @@ func (s *Server) SetHidden(paths []string) error {
 }
 
 // forgetEntry asks the kernel to drop its dentry for the physical path p
-// when the node tree knows it (FUSE_NOTIFY_INVAL_ENTRY).
+// when the node tree knows it (FUSE_NOTIFY_INVAL_ENTRY); nothing for a path
+// outside the mount's root, or the root itself.
 func (s *Server) forgetEntry(p string) {
+	if p == s.m.root || !identity.Within(p, s.m.root) {
+		return
+	}
 	dir := &s.rootNode.Inode
-	names := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	names := strings.Split(strings.TrimPrefix(rebase(p, s.m.root, "/"), "/"), "/")
 	for i, name := range names {
 		if i == len(names)-1 {
 			dir.NotifyEntry(name)
@@ -384,6 +388,22 @@ func (s *Server) forgetEntry(p string) {
 			return
 		}
 	}
+}
+
+// checkHostRead decides a read of n in a host view (0 on a session mount,
+// where reads are never refused: no root lies inside the primary one). The
+// kernel sends OPEN, OPENDIR and READLINK for dentries it cached under an
+// earlier policy; deciding there keeps a narrowing to none in force at once
+// for them (README: "the next operation of every process sees it").
+func (n *node) checkHostRead(ctx context.Context, op string) syscall.Errno {
+	if n.m.host == nil || n.linkText != "" {
+		return 0
+	}
+	p := n.where()
+	if d := n.m.decide(policy.OpRead, p, policy.Object{}); !d.Allow {
+		return n.m.deny(ctx, op, p, d)
+	}
+	return 0
 }
 
 // linkAttr fills the attributes of a session link.

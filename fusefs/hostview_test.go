@@ -2,12 +2,14 @@ package fusefs_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/policy"
@@ -146,6 +148,59 @@ func TestHostViewListsNoHiddenName(t *testing.T) {
 	}
 	if !slices.Contains(root, "usr") {
 		t.Errorf("the host view's / = %v, want usr in it", root)
+	}
+}
+
+// A root narrowed to none live is cut off at once in the host view, even for
+// what the kernel cached under the old policy with long timeouts: its
+// dentries are dropped (a lookup then refuses), and OPEN, OPENDIR and
+// READLINK of a node the kernel still holds are decided again (README: "the
+// next operation of every process sees it").
+func TestHostViewNarrowToNoneAtOnce(t *testing.T) {
+	store := canonT(t, t.TempDir())
+	mkdirT(t, filepath.Join(store, "pkg"), 0o755)
+	writeFileT(t, filepath.Join(store, "pkg/index.js"), "module.exports = 1\n", 0o644)
+	symlinkT(t, "index.js", filepath.Join(store, "pkg/main.js"))
+	primary := canonT(t, t.TempDir())
+	spec := specFor(t, primary)
+	spec.Additional = []policy.Root{{Path: store, Access: policy.AccessReadWrite}}
+	hv := filepath.Join(canonT(t, t.TempDir()), "hv")
+	srv := mountHostViewT(t, fusefs.HostViewConfig{Mountpoint: hv, Policy: compileT(t, spec), Session: t.Name(),
+		Logger: testLogger(), NoWatch: true, EntryTimeout: time.Hour, AttrTimeout: time.Hour})
+	pkg := hv + store + "/pkg"
+	// Held across the change: a directory and a file the kernel keeps.
+	d, err := os.Open(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if data, err := os.ReadFile(pkg + "/index.js"); err != nil || string(data) != "module.exports = 1\n" {
+		t.Fatalf("read before: %q, %v", data, err)
+	}
+	if text, err := os.Readlink(pkg + "/main.js"); err != nil || text != "index.js" {
+		t.Fatalf("readlink before: %q, %v", text, err)
+	}
+
+	spec.Additional[0].Access = policy.AccessNone
+	srv.SetPolicy(compileT(t, spec))
+	_, err = os.ReadFile(pkg + "/index.js")
+	wantErrno(t, "read after the narrowing", err, syscall.EACCES)
+	_, err = os.Lstat(pkg + "/index.js")
+	wantErrno(t, "lstat after the narrowing", err, syscall.EACCES)
+	_, err = os.Readlink(pkg + "/main.js")
+	wantErrno(t, "readlink after the narrowing", err, syscall.EACCES)
+	// The node the kernel holds (an open directory): OPENDIR and OPEN
+	// through it are decided again.
+	_, err = os.Open(fmt.Sprintf("/proc/self/fd/%d", d.Fd()))
+	wantErrno(t, "opendir of a held directory", err, syscall.EACCES)
+	_, err = os.Open(fmt.Sprintf("/proc/self/fd/%d/index.js", d.Fd()))
+	wantErrno(t, "open through a held directory", err, syscall.EACCES)
+
+	// Widened again: readable at once.
+	spec.Additional[0].Access = policy.AccessReadOnly
+	srv.SetPolicy(compileT(t, spec))
+	if data, err := os.ReadFile(pkg + "/index.js"); err != nil || string(data) != "module.exports = 1\n" {
+		t.Errorf("read after widening: %q, %v", data, err)
 	}
 }
 

@@ -624,6 +624,9 @@ func isWriteOpen(flags uint32) bool {
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.m.stats.op(opOpen)
+	if errno := n.checkHostRead(ctx, "open"); errno != 0 {
+		return nil, 0, errno
+	}
 	if isWriteOpen(flags) {
 		if errno := n.check(ctx, policy.OpOpenWrite, "open"); errno != 0 {
 			return nil, 0, errno
@@ -651,6 +654,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.m.stats.op(opOpendir)
+	if errno := n.checkHostRead(ctx, "opendir"); errno != 0 {
+		return nil, 0, errno
+	}
 	n.ensureWatched()
 	fd, err := unix.Openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -772,6 +778,9 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	m.stats.op(opReadlink)
 	if n.linkText != "" {
 		return []byte(n.linkText), 0
+	}
+	if errno := n.checkHostRead(ctx, "readlink"); errno != 0 {
+		return nil, errno
 	}
 	text, err := n.storedText()
 	if err != nil {

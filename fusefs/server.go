@@ -345,10 +345,62 @@ func (s *Server) Mountpoint() string { return s.m.mountpoint }
 // running ones included, sees it. Files already open for write keep their
 // descriptor, as with chmod(2). Both directions work: the mount is never
 // made kernel-read-only, so a read-only policy can be widened.
+//
+// The kernel's cached entries for the places whose access changed (a root
+// added, removed or given another access; everything outside the roots when
+// Outside changed) are dropped (FUSE_NOTIFY_INVAL_ENTRY, which drops the
+// subtree below too), so a path walk looks them up again under the new
+// policy instead of using a dentry cached under the old one; a host view
+// also decides reads on OPEN, OPENDIR and READLINK, for descriptors and
+// dentries the kernel still holds.
 func (s *Server) SetPolicy(p *policy.Policy) {
-	if p != nil {
-		s.m.pol.Store(p)
+	if p == nil {
+		return
 	}
+	old := s.m.pol.Swap(p)
+	if old == nil || old == p {
+		return
+	}
+	was, now := old.Spec(), p.Spec()
+	if s.m.host != nil && was.Outside != now.Outside {
+		// Everything outside the roots: every name of the host's "/".
+		for name := range s.rootNode.Children() {
+			s.rootNode.NotifyEntry(name)
+		}
+		return
+	}
+	for _, place := range changedRoots(was, now) {
+		s.forgetEntry(place)
+	}
+}
+
+// changedRoots returns the explicit roots and temp areas whose access
+// differs between the specs a and b (present in one only, or with another
+// access).
+func changedRoots(a, b policy.Spec) []string {
+	access := func(s policy.Spec) map[string]policy.Access {
+		m := map[string]policy.Access{}
+		for _, t := range s.Temp {
+			m[t] = policy.AccessReadWrite
+		}
+		for _, r := range s.Additional {
+			m[r.Path] = r.Access
+		}
+		return m
+	}
+	am, bm := access(a), access(b)
+	var out []string
+	for p, acc := range am {
+		if got, ok := bm[p]; !ok || got != acc {
+			out = append(out, p)
+		}
+	}
+	for p := range bm {
+		if _, ok := am[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Decide returns what the mount answers for op at the canonical physical
