@@ -215,6 +215,7 @@ func (m *Manager) locked(id string, mounted bool) (*session, error) {
 		s.mu.Unlock()
 		return nil, errorf(CodeNotFound, "session %q: no such session", id)
 	}
+	m.noticeUnmounted(s, nil)
 	if mounted && s.failed != "" {
 		s.mu.Unlock()
 		return nil, errorf(CodeFailed, "session %q: not mounted: %s", id, s.failed)
@@ -249,8 +250,13 @@ func (m *Manager) published() []*session {
 func (m *Manager) List(ctx context.Context) []Session {
 	all := m.published()
 	out := make([]Session, 0, len(all))
+	table, err := fusefs.MountTable()
+	if err != nil {
+		table = nil // each session reads it again
+	}
 	for _, s := range all {
 		s.mu.Lock()
+		m.noticeUnmounted(s, table)
 		if !s.gone {
 			out = append(out, s.snapshot())
 		}

@@ -107,8 +107,8 @@ type Session struct {
 	AllowWrite []string  `json:"allow_write,omitempty"`
 	Created    time.Time `json:"created"`
 	// State is "mounted", or "failed" when Recover could not mount the
-	// session again or could not read its record (Error says why; Remove
-	// still works).
+	// session again or could not read its record, or when its mount went
+	// away from outside the daemon (Error says why; Remove still works).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
 	// Labels are the labels given at Create.

@@ -100,7 +100,8 @@ warning by --confine=best-effort.
 
 Exit codes: CMD's own; 127 when CMD cannot be found or executed; 126 when the
 jail cannot be completed inside (a missing layer, a working directory not on
-FUSE, a refused descriptor); 2 bad usage; 1 when the daemon refuses or the
+FUSE, a refused descriptor), and without --confine when the working directory
+is not on FUSE (the session's mount went away); 2 bad usage; 1 when the daemon refuses or the
 jail cannot be built.`,
 		Args: minArgs(1, "CMD after --"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -175,6 +176,10 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 		if err := os.Chdir(wd.Path); err != nil {
 			return fmt.Errorf("exec: session %s: working directory %s: %w", id, wd.Path, err)
 		}
+		if err := onFUSE(id, wd.Path); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %v\n", err)
+			return &reportedError{code: confine.ExitConfineFailed}
+		}
 		path, err := exec.LookPath(args[0])
 		if err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec %s: %s\n", args[0], lookPathText(args[0], wd.Path, err))
@@ -219,6 +224,22 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 		useJailView(&spec, filepath.Join(health.MountBase, "@host", id), mounts.JailHostViewPath(health.MountBase, id))
 	}
 	return execFailure(cmd, spec.Exec())
+}
+
+// onFUSE refuses to start a command of session id in the working directory
+// dir (the process's, entered already) unless it is on FUSE (the session's
+// mount or host view): a mountpoint whose mount went away shows the bare
+// directory on disk, which no policy guards. As in the jail (confine's
+// helper), the check is statfs(2) of ".", the directory entered.
+func onFUSE(id, dir string) error {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(".", &sfs); err != nil {
+		return fmt.Errorf("exec: session %s: working directory %s: statfs: %v", id, dir, err)
+	}
+	if sfs.Type != confine.FuseSuperMagic {
+		return fmt.Errorf("exec: session %s: working directory %s is not on FUSE (statfs type %#x): the session's mount is gone", id, dir, sfs.Type)
+	}
+	return nil
 }
 
 // useJailView moves every view source of spec inside from (the session

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/fusefs"
@@ -152,4 +154,20 @@ func TestJailSpecHostView(t *testing.T) {
 	assert.Equal(t, "w\n", string(b), err)
 	_, err = os.Stat(filepath.Join(base, "ro/f"))
 	assert.True(t, os.IsNotExist(err), "ro/f written: %v", err)
+}
+
+// Unconfined exec refuses a working directory not on FUSE (a session
+// mountpoint whose mount went away shows the bare directory on disk).
+func TestExecRefusesCwdNotOnFUSE(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	err := onFUSE("p2", dir)
+	want := fmt.Sprintf("exec: session p2: working directory %s is not on FUSE (statfs type %#x): the session's mount is gone", dir, sfs.Type)
+	if err == nil || err.Error() != want {
+		t.Fatalf("onFUSE: %v, want %q", err, want)
+	}
 }

@@ -364,7 +364,7 @@ export interface components {
             created: string;
             /** @enum {string} */
             state: "mounted" | "failed";
-            /** @description Why a failed session could not be mounted again. */
+            /** @description Why a failed session is not mounted: it could not be mounted again, or its mount went away (unmounted from outside the daemon). */
             error?: string;
         };
         SessionList: {
