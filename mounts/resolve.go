@@ -16,10 +16,12 @@ import (
 // (relative to the session's working directory inside the mount), its
 // display path, its in-mount path, its physical key and the policy's read
 // and write decisions on that key. The walk has the mount's semantics (see
-// Manager.walker: the one physical walk, the mountpoint and host view mapped
-// to what they show, ".." above the mount root leaving it), so it agrees
-// with what the kernel does there (`cat PATH` run in the session's
-// directory), and the key is the physical object the mount serves. The display path follows resolver.Target's rule, in the mount's
+// Manager.walker: the one physical walk from the physical working
+// directory, the mountpoint and host view mapped to what they show, ".."
+// above the root being the root's parent), so it agrees with what the
+// kernel does in the jail (`cat PATH` run by `wsfs exec --confine` in the
+// session's directory), and the key is the physical object the mount
+// serves. The display path follows resolver.Target's rule, in the mount's
 // namespace: the lexical join with the directory, or MountPath (Key when the
 // walk left the mount) when PATH has a ".." segment.
 //

@@ -183,9 +183,9 @@ func TestDaemonDifferential(t *testing.T) {
 			case 2:
 				p += "/"
 			}
-			// The session's cwd is a directory in the mount: ".." above
-			// the mount root leaves it for the mountpoint's parent.
-			want, werr := identity.Walker{Cwd: wd.Path, Mount: mapped}.TargetKey(ctx, p)
+			// Relative paths start at the session's physical cwd: ".."
+			// above the root is the root's parent (DESIGN.md).
+			want, werr := identity.Walker{Cwd: wd.Physical, Mount: mapped}.TargetKey(ctx, p)
 			res, err := d.c.Resolve(ctx, "diff", p)
 			what := fmt.Sprintf("cwd %s resolve %q (seed %d)", cwd, p, seed)
 			if werr != nil {

@@ -43,8 +43,11 @@ func (m *Manager) view(root, mp, id string) sessionView {
 }
 
 // walker returns the one physical walk (identity.Walker) for paths as a
-// process in the session v uses them: relative paths start at the working
-// directory cwd (see session.cwd); the mountpoint shows the root and the
+// process in the session v uses them: relative paths start at the physical
+// path of the working directory cwd (see session.cwd), so ".." is physical
+// (DESIGN.md, "Path semantics"): at the mount root it is the project's
+// parent, not the mount base, as in the jail, where the root is at its
+// physical path; the mountpoint shows the root and the
 // host view shows "/" (so link texts naming either map back to physical
 // paths, and ".." leaves them upwards as in the kernel); every other mount
 // this daemon serves is refused with EACCES. The daemon never looks into a
@@ -56,7 +59,7 @@ func (m *Manager) view(root, mp, id string) sessionView {
 // are links").
 func (m *Manager) walker(v sessionView, cwd string) identity.Walker {
 	return identity.Walker{
-		Cwd: cwdPath(v.mp, v.hostView, cwd),
+		Cwd: cwdPhysical(v.root, cwd),
 		Mount: func(p string) (string, bool, error) {
 			switch {
 			case p == v.mp:

@@ -1,0 +1,41 @@
+package mounts_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/wsfs/wsfs/mounts/api"
+)
+
+// TestCwdDotDotIsPhysical: ".." at the mount root is the project's parent
+// (DESIGN.md: relative paths start at the physical cwd), for cd and
+// resolve, not the mount base.
+func TestCwdDotDotIsPhysical(t *testing.T) {
+	dir := outsideDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "src/")
+	mkTree(t, dir, "notes/", "README.md")
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: proj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hv := filepath.Join(d.mountBase, "@host", "s1")
+	res, err := d.c.Resolve(ctx, "s1", "../README.md")
+	if want := filepath.Join(dir, "README.md"); err != nil || res.Key != want {
+		t.Fatalf("resolve ../README.md: %+v %v, want key %s", res, err, want)
+	}
+	notes := filepath.Join(dir, "notes")
+	wd, err := d.c.Chdir(ctx, "s1", "../notes")
+	if err != nil || wd.Physical != notes || wd.Path != hv+notes {
+		t.Fatalf("cd ../notes from the root: %+v %v, want %s (%s)", wd, err, hv+notes, notes)
+	}
+	if wd, err = d.c.Chdir(ctx, "s1", "../proj/src"); err != nil || wd.Path != filepath.Join(s.Mountpoint, "src") {
+		t.Fatalf("cd ../proj/src from %s: %+v %v, want %s", notes, wd, err, filepath.Join(s.Mountpoint, "src"))
+	}
+	if wd, err = d.c.Chdir(ctx, "s1", "../.."); err != nil || wd.Physical != dir || wd.Path != hv+dir {
+		t.Fatalf("cd ../.. from src: %+v %v, want %s", wd, err, hv+dir)
+	}
+}
