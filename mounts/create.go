@@ -436,7 +436,7 @@ func (c *creation) startDir(ctx context.Context) error {
 	if p == "" {
 		p = c.startRel
 	}
-	rel, derr := c.m.dirInMount(ctx, c.m.view(c.root, c.key, c.id), ".", p)
+	rel, derr := c.m.dirInMount(ctx, c.m.view(c.root, c.key, c.srv, c.id), ".", p)
 	if derr != nil {
 		return errorf(CodeInvalid, "session %q: start directory: %v", c.id, derr)
 	}

@@ -8,6 +8,34 @@ import (
 	"github.com/wsfs/wsfs/mounts/api"
 )
 
+// TestCwdOverlappingRoots: inside its own root a session's cwd is decided
+// as its mount decides it, not by its host view, which hides the root of
+// another session inside this one (the README's host example cds into src
+// while a session on src exists).
+func TestCwdOverlappingRoots(t *testing.T) {
+	dir := outsideDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "src/a/")
+	s1, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: proj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "s2", Root: filepath.Join(proj, "src")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"src", "src/a"} {
+		wd, err := d.c.Chdir(ctx, "s1", filepath.Join(s1.Mountpoint, p))
+		if err != nil || wd.Path != filepath.Join(s1.Mountpoint, p) || wd.Physical != filepath.Join(proj, p) {
+			t.Fatalf("s1: cd %s: %+v %v, want %s (%s)", p, wd, err, filepath.Join(s1.Mountpoint, p), filepath.Join(proj, p))
+		}
+	}
+	if r := d.wsfs(t, "session", "cwd", "s1", "--cd", ".."); r.code != 0 || r.stdout != filepath.Join(s1.Mountpoint, "src")+"\t"+filepath.Join(proj, "src")+"\n" {
+		t.Fatalf("wsfs session cwd s1 --cd ..: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestCwdDotDotIsPhysical: ".." at the mount root is the project's parent
 // (DESIGN.md: relative paths start at the physical cwd), for cd and
 // resolve, not the mount base.

@@ -41,7 +41,7 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 	}
 	mp := s.rec.Mountpoint
 	cwd := cwdPath(mp, s.hostView, s.cwd)
-	v := m.view(s.rec.Root, mp, id)
+	v := m.view(s.rec.Root, mp, s.srv, id)
 	key, err := m.walker(v, s.cwd).TargetKey(ctx, path)
 	if err := m.checkRoot(s); err != nil {
 		return Resolution{}, err // replaced during the walk: its answer is void

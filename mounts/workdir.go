@@ -22,18 +22,19 @@ import (
 )
 
 // sessionView is what a walk as a process in a session sees it needs: the
-// session's physical root, its mountpoint, and its host view's mountpoint
-// and server (which decides what the session may read outside its root;
-// nil when none is mounted).
+// session's physical root, its mountpoint and mount's server (which decides
+// what the session may read inside its root), and its host view's
+// mountpoint and server (which decides what the session may read outside
+// its root; nil when none is mounted).
 type sessionView struct {
 	root, mp, hostView string
-	hostSrv            *fusefs.Server
+	srv, hostSrv       *fusefs.Server
 }
 
-// view returns the sessionView of the session with root, mountpoint mp and
-// id.
-func (m *Manager) view(root, mp, id string) sessionView {
-	v := sessionView{root: root, mp: mp, hostView: m.hostViewOf(id)}
+// view returns the sessionView of the session with root, mountpoint mp,
+// mount srv (nil: none yet) and id.
+func (m *Manager) view(root, mp string, srv *fusefs.Server, id string) sessionView {
+	v := sessionView{root: root, mp: mp, srv: srv, hostView: m.hostViewOf(id)}
 	m.mu.Lock()
 	if hv := m.hostViews[id]; hv != nil {
 		v.hostSrv = hv.srv
@@ -164,17 +165,24 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path strin
 }
 
 // mayRead refuses the canonical physical path key (path as given) when the
-// session v may not read it: what its host view answers (fusefs.Server.Decide:
-// the policy, the places the host view hides), EACCES for a none root or a
-// hidden place. Without a host view only the root is readable.
+// session v may not read it as a working directory: inside the root what
+// its mount answers (fusefs.Server.Decide: the policy; the places the host
+// view hides, like another session's root inside this one, are shown by the
+// mount), outside it what its host view answers (the policy, the hidden
+// places), EACCES for a none root or a hidden place. Without a host view
+// only the root is readable.
 func (v sessionView) mayRead(path, key string) error {
-	if v.hostSrv == nil {
-		if !identity.Within(key, v.root) {
-			return fmt.Errorf("%q resolves to %s, outside the session's mount %s, and the session has no host view", path, key, v.mp)
-		}
-		return nil
+	srv := v.hostSrv
+	switch {
+	case identity.Within(key, v.root):
+		srv = v.srv
+	case srv == nil:
+		return fmt.Errorf("%q resolves to %s, outside the session's mount %s, and the session has no host view", path, key, v.mp)
 	}
-	if d := v.hostSrv.Decide(policy.OpRead, key); !d.Allow {
+	if srv == nil {
+		return nil // creating: the mount decides nothing a policy would not
+	}
+	if d := srv.Decide(policy.OpRead, key); !d.Allow {
 		return &errnoError{d.Errno, fmt.Sprintf("%q: %s: the session may not read %s (rule %s)", path, identity.ErrnoText(d.Errno), key, d.Rule)}
 	}
 	return nil
@@ -255,7 +263,7 @@ func (m *Manager) validateCwd(s *session) (*Event, error) {
 	// session may write outside its root) would hand exec and the jail
 	// another directory under the old name, another session's mount say.
 	// It is not re-resolved: a cwd changes only by a logged cd.
-	v := m.view(s.rec.Root, s.rec.Mountpoint, s.rec.ID)
+	v := m.view(s.rec.Root, s.rec.Mountpoint, s.srv, s.rec.ID)
 	key, werr := m.walker(v, ".").Canonical(context.Background(), dir)
 	var reason string
 	switch {
@@ -313,7 +321,7 @@ func (m *Manager) Chdir(ctx context.Context, id, path string) (WorkDir, error) {
 	if ev != nil {
 		logged = append(logged, *ev)
 	}
-	cwd, err := m.dirInMount(ctx, m.view(s.rec.Root, s.rec.Mountpoint, s.rec.ID), s.cwd, path)
+	cwd, err := m.dirInMount(ctx, m.view(s.rec.Root, s.rec.Mountpoint, s.srv, s.rec.ID), s.cwd, path)
 	if err := m.checkRoot(s); err != nil {
 		return WorkDir{}, err // replaced during the walk: its answer is void
 	}
