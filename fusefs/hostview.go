@@ -193,13 +193,21 @@ func (h *hostView) refusedPassage(pol *policy.Policy, p string) bool {
 	return false
 }
 
+// onlyTheWay reports whether the host view shows dir only as the way to a
+// visible place: hidden (a lookup on the way passes, Decide refuses the
+// rest), or refused by the policy on the way to a visible place.
+func (h *hostView) onlyTheWay(pol *policy.Policy, dir string) bool {
+	hidden, _ := h.hiddenAt(pol, dir)
+	return hidden || h.refusedPassage(pol, dir)
+}
+
 // listFilter returns the filter of a listing of dir: a hidden name is never
 // listed (LOOKUP refuses it; it must not show as d?????????), and a
 // directory that is a passage (hidden, or refused by the policy, on the way
 // to a visible place) lists only the names on the way. nil when every name
 // is listed.
 func (h *hostView) listFilter(pol *policy.Policy, dir string) func(string) bool {
-	if hidden, _ := h.hiddenAt(pol, dir); hidden || h.refusedPassage(pol, dir) {
+	if h.onlyTheWay(pol, dir) {
 		vis := h.visible(pol)
 		return func(name string) bool {
 			p := join(dir, name)

@@ -425,6 +425,16 @@ func (s *Server) Decide(op policy.Op, p string) policy.Decision {
 	return d
 }
 
+// Passage reports whether a host view shows the canonical physical path p
+// only as the way to a visible place (a hidden place, or one the policy
+// refuses, that holds one of the session's roots, temp areas or links):
+// lookups pass, listings show only the names on the way. False on a
+// session mount.
+func (s *Server) Passage(p string) bool {
+	h := s.m.host
+	return h != nil && h.onlyTheWay(s.m.policy(), p)
+}
+
 // Policy returns the policy in force.
 func (s *Server) Policy() *policy.Policy { return s.m.pol.Load() }
 

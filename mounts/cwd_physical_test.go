@@ -3,6 +3,8 @@ package mounts_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wsfs/wsfs/mounts/api"
@@ -38,7 +40,9 @@ func TestCwdOverlappingRoots(t *testing.T) {
 
 // TestCwdDotDotIsPhysical: ".." at the mount root is the project's parent
 // (DESIGN.md: relative paths start at the physical cwd), for cd and
-// resolve, not the mount base.
+// resolve, not the mount base; the places the host view shows only as the
+// way to the session's own (the mount base, the state directory) are
+// refused with EACCES.
 func TestCwdDotDotIsPhysical(t *testing.T) {
 	dir := outsideDaemonDir(t)
 	d := startDaemon(t, dir)
@@ -65,5 +69,21 @@ func TestCwdDotDotIsPhysical(t *testing.T) {
 	}
 	if wd, err = d.c.Chdir(ctx, "s1", "../.."); err != nil || wd.Physical != dir || wd.Path != hv+dir {
 		t.Fatalf("cd ../.. from src: %+v %v, want %s", wd, err, hv+dir)
+	}
+	for _, p := range []string{d.mountBase, d.stateDir, "mnt", "state"} {
+		_, err := d.c.Chdir(ctx, "s1", p)
+		wantErrno(t, "cd "+p, err, syscall.EACCES)
+		if err != nil && !strings.Contains(err.Error(), "(rule hostview:") {
+			t.Errorf("cd %s: %v, want a hostview rule", p, err)
+		}
+	}
+	// Outside none: the directories above the root are the way to it only.
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "s3", Root: filepath.Join(proj, "src"), Policy: &api.Policy{Outside: "none"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.c.Chdir(ctx, "s3", "..")
+	wantErrno(t, "s3: cd ..", err, syscall.EACCES)
+	if err != nil && !strings.Contains(err.Error(), "(rule hostview:passage)") {
+		t.Errorf("s3: cd ..: %v, want rule hostview:passage", err)
 	}
 }

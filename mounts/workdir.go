@@ -169,8 +169,11 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path strin
 // its mount answers (fusefs.Server.Decide: the policy; the places the host
 // view hides, like another session's root inside this one, are shown by the
 // mount), outside it what its host view answers (the policy, the hidden
-// places), EACCES for a none root or a hidden place. Without a host view
-// only the root is readable.
+// places), EACCES for a none root or a hidden place; a passage of the host
+// view (a hidden place on the way to a visible one, like the mount base or
+// the state directory: fusefs.Server.Passage) is EACCES
+// too, since a process there would see only the way (and a jail could not
+// be built there). Without a host view only the root is readable.
 func (v sessionView) mayRead(path, key string) error {
 	srv := v.hostSrv
 	switch {
@@ -184,6 +187,9 @@ func (v sessionView) mayRead(path, key string) error {
 	}
 	if d := srv.Decide(policy.OpRead, key); !d.Allow {
 		return &errnoError{d.Errno, fmt.Sprintf("%q: %s: the session may not read %s (rule %s)", path, identity.ErrnoText(d.Errno), key, d.Rule)}
+	}
+	if srv == v.hostSrv && srv.Passage(key) {
+		return &errnoError{syscall.EACCES, fmt.Sprintf("%q: %s: %s is hidden from the session, which may only pass through it (rule hostview:passage)", path, identity.ErrnoText(syscall.EACCES), key)}
 	}
 	return nil
 }
