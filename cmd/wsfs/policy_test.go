@@ -118,6 +118,23 @@ protected:
 		require.Equal(t, 0, code)
 		assert.Equal(t, out, out2)
 	})
+
+	t.Run("outside none is kept", func(t *testing.T) {
+		dir := tree(t, "real/")
+		f := filepath.Join(dir, "p.yaml")
+		require.NoError(t, os.WriteFile(f, []byte("primary: "+dir+"/real\ntemp: []\nprotected: []\noutside: none\n"), 0o644))
+		out, errOut, code := cli(t, "policy", "show", "--policy", f)
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, "mode: workspace-write\nprimary: "+dir+"/real\nadditional: []\ntemp: []\nprotected: []\noutside: none\n", out)
+		out, errOut, code = cli(t, "--json", "policy", "show", "--policy", f)
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, `{"mode":"workspace-write","primary":"`+dir+`/real","additional":[],"temp":[],"protected":[],"outside":"none"}`+"\n", out)
+		// Read back: the same policy (outside still unreachable).
+		require.NoError(t, os.WriteFile(f, []byte(out), 0o644))
+		out, _, code = cli(t, "policy", "check", "--policy", f, "/etc")
+		require.Equal(t, 0, code)
+		assert.Equal(t, "/etc\tdeny\tEACCES\troot:none\n", out)
+	})
 }
 
 func TestPolicyBadInput(t *testing.T) {

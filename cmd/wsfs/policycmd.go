@@ -152,13 +152,16 @@ code is 0 when every path was checked.`,
 
 // shownSpec is policy.Spec as `wsfs policy show` prints it: every field
 // present, empty lists included, so the output read back as a policy file is
-// the same policy (an absent temp or protected list would mean the defaults).
+// the same policy (an absent temp or protected list would mean the defaults);
+// outside is left out when empty (the mode decides), as a policy file
+// leaves it out.
 type shownSpec struct {
 	Mode       policy.Mode   `json:"mode" yaml:"mode"`
 	Primary    string        `json:"primary" yaml:"primary"`
 	Additional []policy.Root `json:"additional" yaml:"additional"`
 	Temp       []string      `json:"temp" yaml:"temp"`
 	Protected  []string      `json:"protected" yaml:"protected"`
+	Outside    policy.Access `json:"outside,omitempty" yaml:"outside,omitempty"`
 }
 
 // newShownSpec returns s with nil lists made empty.
@@ -173,7 +176,7 @@ func newShownSpec(s policy.Spec) shownSpec {
 	if add == nil {
 		add = []policy.Root{}
 	}
-	return shownSpec{Mode: s.Mode, Primary: s.Primary, Additional: add, Temp: orEmpty(s.Temp), Protected: orEmpty(s.Protected)}
+	return shownSpec{Mode: s.Mode, Primary: s.Primary, Additional: add, Temp: orEmpty(s.Temp), Protected: orEmpty(s.Protected), Outside: s.Outside}
 }
 
 // newPolicyShowCmd returns the `wsfs policy show` verb.
@@ -184,7 +187,8 @@ func newPolicyShowCmd() *cobra.Command {
 		Short: "Print the compiled policy: canonical roots, defaults filled in",
 		Long: `Compile the policy FILE and print it as YAML (as JSON on one line with
 --json): the mode, the canonical primary root, the additional roots, the temp
-area and the protected subpaths, with every default filled in.`,
+area and the protected subpaths, with every default filled in, and outside
+when it is none, so the output is itself a policy file for the same policy.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pol, err := loadPolicy(file)
