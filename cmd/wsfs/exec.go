@@ -46,7 +46,8 @@ func newExecCmd() *cobra.Command {
 		Long: `Run CMD in session ID's current working directory inside its mount, or for a
 directory outside the root inside its host view (asked from the daemon,
 validated: a vanished directory recovers to the mount root), with
-WSFS_SESSION (the id) and WSFS_ROOT (the mountpoint) in its environment. A CMD
+WSFS_SESSION (the id), WSFS_ROOT (the mountpoint) and TMPDIR (the session's
+private temp directory) in its environment. A CMD
 with a slash (./run.sh, bin/tool) is found relative to that directory, as a
 shell started there would find it; a bare name is looked up in $PATH. wsfs
 replaces itself with CMD, so CMD's exit status is the exit status.
@@ -74,7 +75,9 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
   refused   every other write, metadata changes included (chmod, chown,
             setxattr, utimes: EROFS); seeing none roots, the daemon's state
             and socket directories, the mount base and other sessions (empty
-            read-only directories); other processes (own PID namespace and
+            read-only directories; of the mount base only the session's own
+            host view at <mount-base>/@host/ID is shown, from its twin with
+            links as stored, since escaping link texts point there); other processes (own PID namespace and
             /proc: no other environ, maps, cmdline; no signals out);
             capabilities (all dropped, the bounding set too; no_new_privs);
             mount events of the host (the jail's mounts are private);
@@ -168,6 +171,7 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	env := setEnv(os.Environ(), "WSFS_SESSION", id)
 	env = setEnv(env, "WSFS_ROOT", s.Mountpoint)
 	env = setEnv(env, "PWD", wd.Path)
+	env = setEnv(env, "TMPDIR", s.TmpDir)
 	if confineMode == confineNone {
 		c.Close()
 		// Into the session's directory first: a relative command
@@ -190,7 +194,6 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 		return &reportedError{code: exitNotFound}
 	}
 
-	env = setEnv(env, "TMPDIR", s.TmpDir)
 	for _, w := range s.AllowWrite {
 		if !slices.Contains(writable, w) {
 			writable = append(writable, w)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,5 +54,13 @@ func TestPolicyFileErrorsOneForm(t *testing.T) {
 		_, errOut, code := cli(t, "policy", "show", "--policy", p)
 		assert.Equal(t, 2, code, c.name)
 		assert.Equal(t, "wsfs: policy file "+p+": "+c.want+"\n", errOut, c.name)
+	}
+}
+
+// session resolve --help names every write decision it prints.
+func TestResolveHelpNamesEACCES(t *testing.T) {
+	out, errOut, code := cli(t, "session", "resolve", "--help")
+	if code != 0 || !strings.Contains(out, `"write=EACCES (protected:.git/hooks)"`) || !strings.Contains(out, `"write=EROFS"`) {
+		t.Fatalf("session resolve --help: %d %q %q", code, out, errOut)
 	}
 }

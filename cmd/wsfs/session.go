@@ -213,8 +213,9 @@ func printSession(cmd *cobra.Command, s api.Session) {
 // newSessionListCmd returns `wsfs session list`.
 func newSessionListCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "list",
-		Short: "List sessions",
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List sessions",
 		Long: `List the daemon's sessions as a table (ID, STATE, MODE, MOUNTPOINT, CWD,
 ROOT), or with --json as {"sessions":[...]}.`,
 		Args: noArgs,
@@ -277,7 +278,8 @@ func newSessionRmCmd() *cobra.Command {
 		Long: `Unmount each session, remove the mountpoint the daemon made, and delete its
 record, event log and temp directory. A busy mount is refused (code busy, the
 message names the processes holding it) unless --force, which detaches it
-lazily. Stops at the first failure.`,
+lazily. Prints "removed ID" for each (--json: {"id":ID,"removed":true}).
+Stops at the first failure.`,
 		Args: minArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, id := range args {
@@ -299,6 +301,8 @@ lazily. Stops at the first failure.`,
 				}
 				if jsonOutput(cmd) {
 					writeJSON(cmd.OutOrStdout(), map[string]any{"id": id, "removed": true})
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", id)
 				}
 			}
 			return nil
@@ -423,8 +427,9 @@ func newSessionResolveCmd() *cobra.Command {
 		Long: `Resolve each PATH as a process in session ID would: relative to the session's
 working directory inside the mount, walked through the mount. Prints one line
 per path: the display path, the physical key, and the write decision
-("write=allow" or "write=EROFS"), with its rule in parentheses, separated by
-tabs. With --json, one object per line: {"session","path","cwd","display",
+("write=allow", or the errno of the denial: "write=EROFS", "write=EACCES"),
+with its rule in parentheses ("write=EACCES (protected:.git/hooks)"),
+separated by tabs. With --json, one object per line: {"session","path","cwd","display",
 "key","mount_path","read","write"}. Exit code 1 if any path failed.`,
 		Args: minArgs(2, "session ID", "PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
