@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -369,16 +370,36 @@ func (s *Server) SetHidden(paths []string) error {
 	// and is refused.
 	for _, p := range *s.m.host.hidden.Load() {
 		if !old[p] {
-			s.forgetEntry(p)
+			s.forgetEntry(p, false)
 		}
 	}
 	return nil
 }
 
+// forgetMountsFrom drops the kernel's entries for the mounts whose source
+// lies in one of places (a bind mount of a root whose access changed is
+// decided by its source, mountGate, when its lookup crosses it: the node is
+// dropped from the tree too, so the lookup cannot reuse it, node.revalidate).
+func (s *Server) forgetMountsFrom(places []string) {
+	table, err := MountTable()
+	if err != nil {
+		return
+	}
+	for mp, e := range table {
+		for _, src := range mountSources(table, mp, e) {
+			if slices.ContainsFunc(places, func(p string) bool { return identity.Within(src, p) }) {
+				s.forgetEntry(mp, true)
+				break
+			}
+		}
+	}
+}
+
 // forgetEntry asks the kernel to drop its dentry for the physical path p
-// when the node tree knows it (FUSE_NOTIFY_INVAL_ENTRY); nothing for a path
-// outside the mount's root, or the root itself.
-func (s *Server) forgetEntry(p string) {
+// when the node tree knows it (FUSE_NOTIFY_INVAL_ENTRY), and with drop the
+// node tree's own entry too; nothing for a path outside the mount's root, or
+// the root itself.
+func (s *Server) forgetEntry(p string, drop bool) {
 	if p == s.m.root || !identity.Within(p, s.m.root) {
 		return
 	}
@@ -386,6 +407,9 @@ func (s *Server) forgetEntry(p string) {
 	names := strings.Split(strings.TrimPrefix(rebase(p, s.m.root, "/"), "/"), "/")
 	for i, name := range names {
 		if i == len(names)-1 {
+			if drop {
+				dir.RmChild(name)
+			}
 			dir.NotifyEntry(name)
 			// A listing the kernel keeps (FOPEN_CACHE_DIR) must not
 			// show a name hidden now.

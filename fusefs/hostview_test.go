@@ -204,6 +204,31 @@ func TestHostViewNarrowToNoneAtOnce(t *testing.T) {
 	}
 }
 
+// A bind mount of a root narrowed to none live (decided by its source) is
+// cut off at once too, though the kernel cached it with long timeouts.
+func TestHostViewNarrowToNoneBindMount(t *testing.T) {
+	store := canonT(t, t.TempDir())
+	mkdirT(t, filepath.Join(store, "pkg"), 0o755)
+	writeFileT(t, filepath.Join(store, "pkg/index.js"), "module.exports = 1\n", 0o644)
+	bind := canonT(t, t.TempDir())
+	if err := syscall.Mount(store, bind, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(bind, syscall.MNT_DETACH) })
+	spec := specFor(t, canonT(t, t.TempDir()))
+	spec.Additional = []policy.Root{{Path: store, Access: policy.AccessReadWrite}}
+	hv := filepath.Join(canonT(t, t.TempDir()), "hv")
+	srv := mountHostViewT(t, fusefs.HostViewConfig{Mountpoint: hv, Policy: compileT(t, spec), Session: t.Name(),
+		Logger: testLogger(), NoWatch: true, EntryTimeout: time.Hour, AttrTimeout: time.Hour})
+	if data, err := os.ReadFile(hv + bind + "/pkg/index.js"); err != nil || string(data) != "module.exports = 1\n" {
+		t.Fatalf("read through the bind mount before: %q, %v", data, err)
+	}
+	spec.Additional[0].Access = policy.AccessNone
+	srv.SetPolicy(compileT(t, spec))
+	_, err := os.Lstat(hv + bind + "/pkg/index.js")
+	wantErrno(t, "lstat through the bind mount after the narrowing", err, syscall.EACCES)
+}
+
 // Inside a directory reached through an escaping link, git does not take the
 // project for its repository: the host view is another file system, and
 // git's upward search stops at it (GIT_DISCOVERY_ACROSS_FILESYSTEM unset).

@@ -348,7 +348,8 @@ func (s *Server) Mountpoint() string { return s.m.mountpoint }
 //
 // The kernel's cached entries for the places whose access changed (a root
 // added, removed or given another access; everything outside the roots when
-// Outside changed) are dropped (FUSE_NOTIFY_INVAL_ENTRY, which drops the
+// Outside changed; in a host view, the mounts whose source lies in such a
+// root) are dropped (FUSE_NOTIFY_INVAL_ENTRY, which drops the
 // subtree below too), so a path walk looks them up again under the new
 // policy instead of using a dentry cached under the old one; a host view
 // also decides reads on OPEN, OPENDIR and READLINK, for descriptors and
@@ -369,8 +370,12 @@ func (s *Server) SetPolicy(p *policy.Policy) {
 		}
 		return
 	}
-	for _, place := range changedRoots(was, now) {
-		s.forgetEntry(place)
+	changed := changedRoots(was, now)
+	for _, place := range changed {
+		s.forgetEntry(place, false)
+	}
+	if s.m.host != nil && len(changed) > 0 {
+		s.forgetMountsFrom(changed)
 	}
 }
 
