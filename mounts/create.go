@@ -223,6 +223,9 @@ func (c *creation) compile(ctx context.Context) error {
 		if fi, err := os.Stat(cw); err != nil || !fi.IsDir() {
 			return errorf(CodeInvalid, "session %q: allow_write %q: not a directory", c.id, w)
 		}
+		if err := c.m.checkWritable(c.id, c.pol, cw); err != nil {
+			return errorf(CodeInvalid, "session %q: allow_write %q: %v", c.id, w, err)
+		}
 		c.allowWrite = append(c.allowWrite, cw)
 	}
 	if c.parentPol == nil {

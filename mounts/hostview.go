@@ -180,3 +180,26 @@ func (m *Manager) hiddenFor(id string) []string {
 	m.mu.Unlock()
 	return append(append(hidden, m.stateDir, m.mountBase), m.hidden...)
 }
+
+// checkWritable refuses w, a canonical directory a jail of session id
+// (policy pol) would bind writable directly, when it lies in or contains a
+// place the session's host view hides (hiddenFor, and pol's none roots): a
+// jail binds it over the tmpfs that hides them, and a write there bypasses
+// the mounts' policy (session records, another session's mountpoint).
+func (m *Manager) checkWritable(id string, pol *policy.Policy, w string) error {
+	var places []string
+	for _, r := range pol.Spec().Additional {
+		if r.Access == policy.AccessNone {
+			places = append(places, r.Path)
+		}
+	}
+	for _, h := range append(places, m.hiddenFor(id)...) {
+		switch {
+		case identity.Within(w, h):
+			return fmt.Errorf("lies in %s, which the session's host view hides (a jail may not write there)", h)
+		case identity.Within(h, w):
+			return fmt.Errorf("contains %s, which the session's host view hides (a jail may not write there)", h)
+		}
+	}
+	return nil
+}

@@ -194,6 +194,11 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 		return &reportedError{code: exitNotFound}
 	}
 
+	for _, w := range writable {
+		if err := checkAllowWrite(w, s, others, health, socketDir); err != nil {
+			return err
+		}
+	}
 	for _, w := range s.AllowWrite {
 		if !slices.Contains(writable, w) {
 			writable = append(writable, w)
@@ -344,12 +349,7 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 		spec.Writable = keep
 		spec.Views = append(spec.Views, confine.View{Path: view, Source: fusefs.InHostView(hostView, view)})
 	}
-	hide = append(hide, h.StateDir, h.MountBase, socketDir)
-	for _, o := range others {
-		if o.ID != s.ID {
-			hide = append(hide, o.Root, o.Mountpoint, o.TmpDir)
-		}
-	}
+	hide = append(hide, jailHidden(s, others, h, socketDir)...)
 	for _, p := range hide {
 		if p == "" || p == "/" || slices.Contains(spec.Hidden, p) {
 			continue
@@ -366,6 +366,43 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 		}
 	}
 	return spec
+}
+
+// jailHidden returns what session s's jail hides besides its none roots:
+// the daemon's state, mount base and socket directories and every other
+// session's root, mountpoint and temp directory.
+func jailHidden(s api.Session, others []api.Session, h api.Health, socketDir string) []string {
+	hide := []string{h.StateDir, h.MountBase, socketDir}
+	for _, o := range others {
+		if o.ID != s.ID {
+			hide = append(hide, o.Root, o.Mountpoint, o.TmpDir)
+		}
+	}
+	return hide
+}
+
+// checkAllowWrite refuses an --allow-write directory w of session s that
+// lies in or contains a place its jail hides (jailHidden, its none roots;
+// the socket directory only when w contains it):
+// bound writable over the tmpfs hiding it, it would bypass the mounts'
+// policy (session records, another session's mountpoint, a none root).
+func checkAllowWrite(w string, s api.Session, others []api.Session, h api.Health, socketDir string) error {
+	hide := jailHidden(s, others, h, socketDir)
+	for _, r := range s.Policy.Additional {
+		if r.Access == api.AccessNone {
+			hide = append(hide, r.Path)
+		}
+	}
+	for _, p := range hide {
+		switch {
+		case p == "":
+		case identity.Within(w, p) && p != socketDir: // the socket alone is hidden there (seccomp refuses AF_UNIX)
+			return fmt.Errorf("exec --confine: --allow-write %s: lies in %s, which the jail hides (a jail may not write there)", w, p)
+		case identity.Within(p, w):
+			return fmt.Errorf("exec --confine: --allow-write %s: contains %s, which the jail hides (a jail may not write there)", w, p)
+		}
+	}
+	return nil
 }
 
 // setEnv returns env with key set to value (replacing every earlier value).
