@@ -63,10 +63,10 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
             physical path, and absolute paths into the root, gitdir: lines
             and absolute links go through the policy: protected subpaths
             EACCES, read-only places EROFS); an additional root's path shows its
-            host view directory when the daemon has one (from the host view's
-            twin with links as stored, made with the jail view), else (fallback) a
-            read-write root is bound directly with its protected subpaths
-            read-only; a working directory outside the roots (session cwd
+            host view directory (from the host view's twin with links as
+            stored, made with the jail view; a view that is missing, unmounted
+            from outside say, refuses the jail: 126, never a direct bind of
+            the root); a working directory outside the roots (session cwd
             --cd) shows its host view directory at its own path (its
             writes decided by the policy); writing directly in the session's private temp
             directory (TMPDIR), in each --allow-write DIR and in the
@@ -204,7 +204,10 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 			writable = append(writable, w)
 		}
 	}
-	spec := jailSpec(s, wd, others, health, socketDir, writable)
+	spec, err := jailSpec(s, wd, others, health, socketDir, writable)
+	if err != nil {
+		return jailRefused(cmd, err)
+	}
 	spec.Args, spec.BestEffort = args, confineMode == confineBestEffort
 	if _, err := spec.BwrapPath(); err != nil {
 		msg := strings.TrimPrefix(firstLine(err.Error()), "confine: ")
@@ -228,8 +231,14 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	if health.MountBase != "" {
 		// The daemon mounted the session's jail views with AddJail: the
 		// root and the host, links as stored.
-		useJailView(&spec, s.Mountpoint, mounts.JailViewPath(health.MountBase, id))
-		useJailView(&spec, filepath.Join(health.MountBase, "@host", id), mounts.JailHostViewPath(health.MountBase, id))
+		for _, v := range [][2]string{
+			{s.Mountpoint, mounts.JailViewPath(health.MountBase, id)},
+			{filepath.Join(health.MountBase, "@host", id), mounts.JailHostViewPath(health.MountBase, id)},
+		} {
+			if !useJailView(&spec, v[0], v[1]) && s.Symlinks != api.SymlinksFollow {
+				return jailRefused(cmd, fmt.Errorf("the session's jail view %s is not mounted (links as stored); the jail shows %s only through it", v[1], v[0]))
+			}
+		}
 	}
 	return execFailure(cmd, spec.Exec())
 }
@@ -254,18 +263,28 @@ func onFUSE(id, dir string) error {
 // mount, or its host view, which present escaping links as texts into the
 // host view) to the same place in its jail view to (links as stored,
 // mounted by the daemon with the first jail). Without a FUSE mount at to
-// (the session shows links as stored already, or it could not be mounted)
-// spec stays as it is.
-func useJailView(spec *confine.Spec, from, to string) {
+// (the session shows links as stored already, or it could not be mounted,
+// or it was unmounted from outside) spec stays as it is and it returns
+// false when a view needed it.
+func useJailView(spec *confine.Spec, from, to string) bool {
 	var sfs unix.Statfs_t
-	if unix.Statfs(to, &sfs) != nil || sfs.Type != confine.FuseSuperMagic {
-		return
-	}
+	mounted := unix.Statfs(to, &sfs) == nil && sfs.Type == confine.FuseSuperMagic
 	for i, v := range spec.Views {
 		if identity.Within(v.Source, from) {
+			if !mounted {
+				return false
+			}
 			spec.Views[i].Source = to + v.Source[len(from):]
 		}
 	}
+	return true
+}
+
+// jailRefused reports a jail that cannot be built as asked: exit 126, as
+// the jail's own refusals (confine.ExitConfineFailed).
+func jailRefused(cmd *cobra.Command, err error) error {
+	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: exec --confine: %s\n", firstLine(err.Error()))
+	return &reportedError{code: confine.ExitConfineFailed}
 }
 
 // execFailure reports a failed confined exec: 127 when the command could
@@ -281,16 +300,15 @@ func execFailure(cmd *cobra.Command, err error) error {
 
 // jailSpec returns the jail of session s (without Args, Env and Cwd): the
 // session's mount at its physical root; each additional root with access
-// through its host view directory when the daemon has a host view for s,
-// else a read-write one bound directly with what the policy protects in it
-// bound read-only (fallback until every daemon has a host view); the temp directory and writable directly; none roots, the
+// through its host view directory (an error when s has no host view
+// mounted: a root is never bound directly, without its policy); the temp directory and writable directly; none roots, the
 // daemon's state, socket and mount base directories and every other
 // session's root, mountpoint and temp directory hidden (but those inside
 // this session's views, which its policy decides). A working directory
 // outside every view (the session may go wherever it may read) is shown at
 // its own path through the host view, so the jail starts on FUSE there and
 // the policy decides its writes.
-func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health, socketDir string, writable []string) confine.Spec {
+func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health, socketDir string, writable []string) (confine.Spec, error) {
 	spec := confine.Spec{
 		Views:    []confine.View{{Path: s.Root, Source: s.Mountpoint}},
 		Writable: append([]string{s.TmpDir}, writable...),
@@ -304,11 +322,7 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 			hostView = hv
 		}
 	}
-	var protected []string // what the policy protects, for roots bound directly
-	pol, err := policy.Compile(mounts.PolicySpec(&s.Policy))
-	if err == nil {
-		protected = pol.ProtectedPaths()
-	}
+	pol, _ := policy.Compile(mounts.PolicySpec(&s.Policy))
 	if hostView != "" {
 		// The mount presents escaping links as texts into the host view:
 		// it stays at its own path in the jail (inside the hidden mount
@@ -322,14 +336,8 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 			hide = append(hide, r.Path)
 		case hostView != "":
 			spec.Views = append(spec.Views, confine.View{Path: r.Path, Source: fusefs.InHostView(hostView, r.Path)})
-		case r.Access == api.AccessReadWrite:
-			spec.Writable = append(spec.Writable, r.Path)
-			spec.Backing = append(spec.Backing, r.Path)
-			for _, p := range protected {
-				if identity.Within(p, r.Path) {
-					spec.ReadOnly = append(spec.ReadOnly, p)
-				}
-			}
+		default:
+			return confine.Spec{}, fmt.Errorf("additional root %s: the session's host view %s is not mounted; the jail shows a root only through its view", r.Path, filepath.Join(h.MountBase, "@host", s.ID))
 		}
 	}
 	if cwd := wd.Physical; hostView != "" && filepath.IsAbs(cwd) && cwd != "/" && !slices.ContainsFunc(spec.Views, func(v confine.View) bool { return identity.Within(cwd, v.Path) }) {
@@ -365,7 +373,7 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 			spec.Hidden = append(spec.Hidden, p)
 		}
 	}
-	return spec
+	return spec, nil
 }
 
 // jailHidden returns what session s's jail hides besides its none roots:

@@ -16,7 +16,6 @@ import (
 
 	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/fusefs"
-	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/api"
 	"github.com/wsfs/wsfs/policy"
@@ -45,16 +44,17 @@ func TestJailSpec(t *testing.T) {
 		{ID: "s3", Root: filepath.Join(proj, "inner"), Mountpoint: filepath.Join(base, "mnt/s3"), TmpDir: filepath.Join(base, "state/tmp/s3")},
 	}
 	h := api.Health{StateDir: filepath.Join(base, "state"), MountBase: filepath.Join(base, "mnt")}
-	spec := jailSpec(s, api.WorkDir{}, others, h, filepath.Join(base, "run"), []string{filepath.Join(base, "cache")})
+	// Without its host view a root with access is refused, never bound
+	// directly from the backing store (no policy there).
+	_, err := jailSpec(s, api.WorkDir{}, others, h, filepath.Join(base, "run"), nil)
+	assert.EqualError(t, err, "additional root "+mainGit+": the session's host view "+filepath.Join(base, "mnt/@host/s1")+" is not mounted; the jail shows a root only through its view")
+	s.Policy.Additional = s.Policy.Additional[1:]
+	spec, err := jailSpec(s, api.WorkDir{}, others, h, filepath.Join(base, "run"), []string{filepath.Join(base, "cache")})
+	require.NoError(t, err)
 	assert.Equal(t, []confine.View{{Path: proj, Source: s.Mountpoint}}, spec.Views)
-	assert.Equal(t, []string{s.TmpDir, filepath.Join(base, "cache"), mainGit}, spec.Writable)
-	assert.Equal(t, []string{proj, mainGit}, spec.Backing)
-	for _, p := range []string{filepath.Join(mainGit, "hooks"), filepath.Join(mainGit, "config")} {
-		assert.True(t, slices.Contains(spec.ReadOnly, p), "ReadOnly %v lacks %s", spec.ReadOnly, p)
-	}
-	for _, p := range spec.ReadOnly {
-		assert.True(t, identity.Within(p, mainGit), "ReadOnly %s outside the directly bound root %s", p, mainGit)
-	}
+	assert.Equal(t, []string{s.TmpDir, filepath.Join(base, "cache")}, spec.Writable)
+	assert.Equal(t, []string{proj}, spec.Backing)
+	assert.Empty(t, spec.ReadOnly)
 	assert.ElementsMatch(t, []string{filepath.Join(base, "secret"), h.StateDir, h.MountBase, filepath.Join(base, "run"),
 		filepath.Join(base, "other"), filepath.Join(base, "mnt/s2"), filepath.Join(base, "state/tmp/s2"),
 		filepath.Join(base, "mnt/s3"), filepath.Join(base, "state/tmp/s3")}, spec.Hidden,
@@ -90,7 +90,7 @@ func TestJailSpecHostView(t *testing.T) {
 	})
 	s := api.Session{ID: "s1", Root: proj, Mountpoint: filepath.Join(base, "mnt/s1"), TmpDir: filepath.Join(base, "state/tmp/s1"), Policy: spec}
 	h := api.Health{StateDir: filepath.Join(base, "state"), MountBase: filepath.Join(base, "mnt")}
-	js := jailSpec(s, api.WorkDir{}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
+	js, _ := jailSpec(s, api.WorkDir{}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
 	assert.Equal(t, []confine.View{
 		{Path: proj, Source: s.Mountpoint},
 		{Path: hv, Source: hv},
@@ -104,23 +104,23 @@ func TestJailSpecHostView(t *testing.T) {
 	// through the host view (the jail starts on FUSE); one inside a view
 	// adds nothing.
 	outDir := filepath.Join(base, "out")
-	wjs := jailSpec(s, api.WorkDir{Physical: outDir}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
+	wjs, _ := jailSpec(s, api.WorkDir{Physical: outDir}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
 	assert.Equal(t, append(slices.Clone(js.Views), confine.View{Path: outDir, Source: hv + outDir}), wjs.Views)
-	wjs = jailSpec(s, api.WorkDir{Physical: filepath.Join(base, "rw")}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
+	wjs, _ = jailSpec(s, api.WorkDir{Physical: filepath.Join(base, "rw")}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
 	assert.Equal(t, js.Views, wjs.Views)
 	// Around the none root: the host view hides it there, the jail does not
 	// cover it inside a view.
-	wjs = jailSpec(s, api.WorkDir{Physical: base}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
+	wjs, _ = jailSpec(s, api.WorkDir{Physical: base}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
 	assert.Equal(t, append(slices.Clone(js.Views), confine.View{Path: base, Source: hv + base}), wjs.Views)
 	assert.NotContains(t, wjs.Hidden, filepath.Join(base, "secret"))
 	// Inside (or around) the temp directory, which the policy lets the
 	// session write: reached through the view, not bound directly.
 	ts := s
 	ts.Policy.Temp = []string{s.TmpDir}
-	wjs = jailSpec(ts, api.WorkDir{Physical: s.TmpDir}, []api.Session{ts}, h, filepath.Join(base, "run"), nil)
+	wjs, _ = jailSpec(ts, api.WorkDir{Physical: s.TmpDir}, []api.Session{ts}, h, filepath.Join(base, "run"), nil)
 	assert.Equal(t, append(slices.Clone(js.Views), confine.View{Path: s.TmpDir, Source: hv + s.TmpDir}), wjs.Views)
 	assert.Empty(t, wjs.Writable)
-	wjs = jailSpec(ts, api.WorkDir{Physical: filepath.Join(base, "state")}, []api.Session{ts}, h, filepath.Join(base, "run"), nil)
+	wjs, _ = jailSpec(ts, api.WorkDir{Physical: filepath.Join(base, "state")}, []api.Session{ts}, h, filepath.Join(base, "run"), nil)
 	assert.Equal(t, append(slices.Clone(js.Views), confine.View{Path: filepath.Join(base, "state"), Source: hv + filepath.Join(base, "state")}), wjs.Views)
 	assert.Empty(t, wjs.Writable)
 
