@@ -128,8 +128,14 @@ func (m *Manager) checkRoot(s *session) error {
 }
 
 // checkNotInMount refuses a mountpoint at or below another session's
-// mountpoint (the walk would enter that mount).
+// mountpoint, or inside the mount base's host views, jail views and jail
+// host views (any session's): the walk would enter that mount.
 func (m *Manager) checkNotInMount(id, mp string) error {
+	for _, dir := range []string{hostViewDir, jailViewDir, jailHostViewDir} {
+		if views := filepath.Join(m.mountBase, dir); identity.Within(mp, views) {
+			return errorf(CodeInvalid, "session %q: mountpoint %q is inside %s, where the daemon mounts its sessions' views; a mountpoint may not be inside a mount the daemon serves", id, mp, views)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for other, owner := range m.mountpoints {
