@@ -263,6 +263,30 @@ func (h *hostView) openChild(pol *policy.Policy, dirfd int, name, p string) (int
 	return statOpened(fd, err)
 }
 
+// RefusedMount reports whether the canonical physical path p lies in a
+// mount of a type a host view never descends into (mountGate's type rule:
+// proc, sysfs, devtmpfs, cgroup, debugfs, tracefs, securityfs, bpf, ...,
+// any FUSE mount), looking at the mounts at p and each of its ancestors
+// (the mount table of this process, /proc/self/mountinfo); mp and fstype
+// name the innermost such mount. A session root, mountpoint or directly
+// writable directory there is refused (a lookup in /proc/PID/fd of the
+// server itself opens another descriptor per entry). Errors: the mount
+// table could not be read.
+func RefusedMount(p string) (mp, fstype string, refused bool, err error) {
+	table, err := MountTable()
+	if err != nil {
+		return "", "", false, err
+	}
+	for q := filepath.Clean(p); ; q = filepath.Dir(q) {
+		if e, ok := table[q]; ok && refusedFSType(e.FSType) {
+			return q, e.FSType, true, nil
+		}
+		if q == "/" || q == "." {
+			return "", "", false, nil
+		}
+	}
+}
+
 // mountGate is the host view's rule for entering the mount at mp (a key of
 // table, else refused): a refused file-system type (refusedFSTypes) is
 // EACCES "hostview:mount-type", a mount whose source lies in a none root

@@ -18,10 +18,11 @@ func TestAllowWriteHidden(t *testing.T) {
 	dir := outsideDaemonDir(t)
 	d := startDaemonAt(t, dir, filepath.Join(dir, "state"), filepath.Join(dir, "mnt"))
 	ctx := context.Background()
-	proj, secret, other, omp := filepath.Join(dir, "proj"), filepath.Join(dir, "secret"), filepath.Join(dir, "other"), filepath.Join(dir, "omp")
+	proj, secret, other, omp := filepath.Join(dir, "proj"), filepath.Join(dir, "secret"), filepath.Join(dir, "other"), filepath.Join(dir, "o", "mp")
 	mkTree(t, proj, "f")
 	mkTree(t, secret, "key")
 	mkTree(t, other, "f")
+	mkTree(t, filepath.Dir(omp), "x")
 	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "o", Root: other, Mountpoint: omp}); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestAllowWriteHidden(t *testing.T) {
 		{filepath.Join(d.stateDir, "sessions"), "lies in " + d.stateDir + ","},
 		{d.stateDir, "lies in " + d.stateDir + ","},
 		{secret, "lies in " + secret + ","},
-		{omp, "lies in " + omp + ","},
+		{filepath.Dir(omp), "contains " + omp + ","},
 		{d.mountBase, "contains " + filepath.Join(d.mountBase, "s") + ","},
 	} {
 		r := d.wsfs(t, "session", "create", "c", "--root", proj, "--allow-write", c.w,
@@ -50,7 +51,7 @@ func TestAllowWriteHidden(t *testing.T) {
 	for _, c := range []struct{ w, why string }{
 		{filepath.Join(d.stateDir, "sessions"), "lies in " + d.stateDir},
 		{secret, "lies in " + secret},
-		{omp, "lies in " + omp},
+		{filepath.Dir(omp), "contains " + omp},
 		{d.mountBase, "lies in " + d.mountBase},
 		{dir, "contains " + d.stateDir},
 	} {

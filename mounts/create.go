@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -223,6 +224,9 @@ func (c *creation) compile(ctx context.Context) error {
 		if fi, err := os.Stat(cw); err != nil || !fi.IsDir() {
 			return errorf(CodeInvalid, "session %q: allow_write %q: not a directory", c.id, w)
 		}
+		if err := checkFSType(c.id, fmt.Sprintf("allow_write %q", w), cw); err != nil {
+			return err
+		}
 		if err := c.m.checkWritable(c.id, c.pol, cw); err != nil {
 			return errorf(CodeInvalid, "session %q: allow_write %q: %v", c.id, w, err)
 		}
@@ -291,6 +295,11 @@ func (c *creation) reserveMountpoint(ctx context.Context) error {
 		return errorf(CodeInvalid, "session %q: mountpoint %q overlaps the state directory %s", id, mp, m.stateDir)
 	}
 	if err := m.checkNotInMount(id, key); err != nil {
+		return err
+	}
+	// Its parent: a mount at the mountpoint itself (a live or stale wsfs
+	// mount) is the business of the checks below.
+	if err := checkFSType(id, fmt.Sprintf("mountpoint %q", mp), filepath.Dir(key)); err != nil {
 		return err
 	}
 	m.mu.Lock()

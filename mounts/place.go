@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 )
 
@@ -123,6 +124,20 @@ func (m *Manager) checkRoot(s *session) error {
 			what = "a non-directory"
 		}
 		return errorf(CodeRootChanged, "session %q: root %s is now %s, not the directory the mount serves (it was moved or replaced on the host); remove the session and create it again", s.rec.ID, s.rec.Root, what)
+	}
+	return nil
+}
+
+// checkFSType refuses the canonical path p (what, as given: `root "x"`)
+// when it lies in a pseudo file system or a FUSE mount, where a host view
+// never descends (fusefs.RefusedMount).
+func checkFSType(id, what, p string) error {
+	mp, fstype, refused, err := fusefs.RefusedMount(p)
+	if err != nil {
+		return errorf(CodeInternal, "session %q: %s: %v", id, what, err)
+	}
+	if refused {
+		return errorf(CodeInvalid, "session %q: %s lies in the %s mount at %s; a session may not use a pseudo file system or a FUSE mount", id, what, fstype, mp)
 	}
 	return nil
 }

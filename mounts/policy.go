@@ -5,6 +5,7 @@ package mounts
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
@@ -23,6 +24,16 @@ func compilePolicy(id, root string, spec policy.Spec) (policy.Spec, *policy.Poli
 	pol, err := policy.Compile(spec)
 	if err != nil {
 		return spec, nil, errorf(CodeInvalid, "session %q: %v", id, err)
+	}
+	if err := checkFSType(id, fmt.Sprintf("root %q", root), root); err != nil {
+		return spec, nil, err
+	}
+	for _, r := range pol.Spec().Additional {
+		if r.Access != policy.AccessNone {
+			if err := checkFSType(id, fmt.Sprintf("additional root %q", r.Path), r.Path); err != nil {
+				return spec, nil, err
+			}
+		}
 	}
 	return spec, pol, nil
 }

@@ -395,6 +395,11 @@ func jailHidden(s api.Session, others []api.Session, h api.Health, socketDir str
 // bound writable over the tmpfs hiding it, it would bypass the mounts'
 // policy (session records, another session's mountpoint, a none root).
 func checkAllowWrite(w string, s api.Session, others []api.Session, h api.Health, socketDir string) error {
+	if mp, fstype, refused, err := fusefs.RefusedMount(w); err != nil {
+		return fmt.Errorf("exec --confine: --allow-write %s: %v", w, err)
+	} else if refused {
+		return fmt.Errorf("exec --confine: --allow-write %s: lies in the %s mount at %s; a jail may not write directly in a pseudo file system or a FUSE mount", w, fstype, mp)
+	}
 	hide := jailHidden(s, others, h, socketDir)
 	for _, r := range s.Policy.Additional {
 		if r.Access == api.AccessNone {
