@@ -382,7 +382,7 @@ func (s Spec) Command() (*exec.Cmd, error) {
 	if os.Geteuid() == 0 {
 		// bwrap starts from a namespace without the FUSE mounts the jail
 		// does not use (detach.go): the pre-stage, in the helper binary.
-		enc, err := json.Marshal(nsConfig{Keep: s.keepPaths(bw, helper)})
+		enc, err := json.Marshal(nsConfig{Keep: s.keepPaths(bw, helper), Hidden: s.Hidden})
 		if err != nil {
 			return nil, fmt.Errorf("confine: %w", err)
 		}
@@ -413,7 +413,7 @@ func (s Spec) Exec() error {
 	if os.Geteuid() == 0 {
 		// bwrap starts from a namespace without the FUSE mounts the jail
 		// does not use (detach.go); this thread execs it.
-		if err := isolateMounts(s.keepPaths(bw, helper)); err != nil {
+		if err := isolateMounts(s.keepPaths(bw, helper), s.Hidden); err != nil {
 			return fmt.Errorf("confine: %w", err)
 		}
 	}

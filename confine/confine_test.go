@@ -598,3 +598,26 @@ func TestJailFollowsNoSymlink(t *testing.T) {
 		})
 	}
 }
+
+// TestJailHidesBindOfHidden: a bind mount of a hidden place (a none root)
+// elsewhere on the host is not readable in the jail: the pre-stage
+// detaches it (identity.MountSource, the host view's rule), so the jail
+// sees the empty directory under it.
+func TestJailHidesBindOfHidden(t *testing.T) {
+	e := newJailEnv(t)
+	bind := filepath.Join(e.outside, "secbind")
+	if err := os.Mkdir(bind, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(e.secret, bind, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(bind, syscall.MNT_DETACH) })
+	out, stderr, code := e.sh(t, "ls -A "+bind+"; cat "+bind+"/key 2>&1 | sed 's/.*: //'")
+	if code != 0 || out != "No such file or directory\n" {
+		t.Fatalf("jail: exit %d stdout %q stderr %q, want the bind mount gone (ENOENT)", code, out, stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(bind, "key")); err != nil || string(b) != "SECRET\n" {
+		t.Fatalf("the host's bind mount: %q %v", b, err)
+	}
+}

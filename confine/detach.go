@@ -36,6 +36,10 @@ type nsConfig struct {
 	// views' sources, the writable and read-only directories, bwrap and
 	// the helper.
 	Keep []string `json:"keep"`
+	// Hidden are the places the jail hides (Spec.Hidden): a mount elsewhere
+	// whose file system is visible inside one of them (a bind mount of a
+	// none root) is detached too.
+	Hidden []string `json:"hidden,omitempty"`
 }
 
 // keepPaths returns the paths whose FUSE mounts the jail uses.
@@ -55,7 +59,7 @@ func runNamespaceStage(config string, args []string) int {
 		fmt.Fprintf(os.Stderr, "wsfs: confine: pre-stage configuration: %v\n", err)
 		return ExitConfineFailed
 	}
-	if err := isolateMounts(cfg.Keep); err != nil {
+	if err := isolateMounts(cfg.Keep, cfg.Hidden); err != nil {
 		fmt.Fprintf(os.Stderr, "wsfs: confine: %v\n", err)
 		return ExitConfineFailed
 	}
@@ -71,7 +75,7 @@ func runNamespaceStage(config string, args []string) int {
 // one that does (detachForeignFUSE). It locks the goroutine to its thread
 // for good: the thread must exec (or the process exit) afterwards; the
 // runtime ends a thread whose goroutine exits locked.
-func isolateMounts(keep []string) error {
+func isolateMounts(keep, hidden []string) error {
 	runtime.LockOSThread()
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("new mount namespace: %w", err)
@@ -79,7 +83,55 @@ func isolateMounts(keep []string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make the jail's mounts private: %w", err)
 	}
-	return detachForeignFUSE(keep)
+	if err := detachForeignFUSE(keep); err != nil {
+		return err
+	}
+	return detachHiddenSources(keep, hidden)
+}
+
+// detachHiddenSources detaches every mount outside the hidden places whose
+// file system is visible inside one of them through another mount
+// (identity.MountSource: a bind mount of a none root elsewhere on the
+// host), except the mounts holding keep: the tmpfs over a hidden place
+// would not cover it. Call it only in a private namespace of the thread's
+// own.
+func detachHiddenSources(keep, hidden []string) error {
+	if len(hidden) == 0 {
+		return nil
+	}
+	kept := map[int]bool{}
+	for _, p := range keep {
+		if id, err := keptMountID(p); err == nil {
+			kept[id] = true
+		}
+	}
+	data, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("list the jail's mounts: %w", err)
+	}
+	ms := identity.ParseMountinfo(string(data))
+	inHidden := func(p string) bool {
+		return slices.ContainsFunc(hidden, func(h string) bool { return identity.Within(p, h) })
+	}
+	for _, m := range ms {
+		if kept[m.ID] || m.Point == "/" || inHidden(m.Point) {
+			continue
+		}
+		for _, o := range ms {
+			if o.ID == m.ID || o.Dev != m.Dev {
+				continue
+			}
+			src, ok := identity.MountSource(m.Root, o.Root, o.Point)
+			if !ok || !inHidden(src) {
+				continue
+			}
+			if err := unix.Unmount(m.Point, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+				return fmt.Errorf("detach the mount at %s (its source %s is hidden) from the jail: %w", m.Point, src, err)
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // isFUSE reports whether a mountinfo file system type is FUSE's ("fuse",

@@ -334,10 +334,12 @@ func (h *hostView) mountsGate(pol *policy.Policy, p string) (policy.Decision, bo
 func mountSources(table map[string]MountEntry, mp string, e MountEntry) []string {
 	var out []string
 	for other, o := range table {
-		if other == mp || o.Dev != e.Dev || !identity.Within(e.Root, o.Root) {
+		if other == mp || o.Dev != e.Dev {
 			continue
 		}
-		out = append(out, rebase(e.Root, o.Root, other))
+		if src, ok := identity.MountSource(e.Root, o.Root, other); ok {
+			out = append(out, src)
+		}
 	}
 	return out
 }
@@ -428,7 +430,7 @@ func (s *Server) forgetEntry(p string, drop bool) {
 		return
 	}
 	dir := &s.rootNode.Inode
-	names := strings.Split(strings.TrimPrefix(rebase(p, s.m.root, "/"), "/"), "/")
+	names := strings.Split(strings.TrimPrefix(identity.Rebase(p, s.m.root, "/"), "/"), "/")
 	for i, name := range names {
 		if i == len(names)-1 {
 			if drop {

@@ -56,29 +56,13 @@ func (r *linkRules) walker() identity.Walker {
 func (r *linkRules) mapServed(p string) string {
 	for _, mp := range [2]string{r.mountpoint, r.mountCanon} {
 		if mp != "" && identity.Within(p, mp) {
-			return rebase(p, mp, r.root)
+			return identity.Rebase(p, mp, r.root)
 		}
 	}
 	if r.hostView != "" && identity.Within(p, r.hostView) {
-		return rebase(p, r.hostView, "/")
+		return identity.Rebase(p, r.hostView, "/")
 	}
 	return p
-}
-
-// rebase replaces the prefix from of the clean absolute path p (identity.Within(p,
-// from)) with to.
-func rebase(p, from, to string) string {
-	rest := p[len(from):]
-	if from == "/" {
-		rest = p
-	}
-	switch {
-	case rest == "":
-		return to
-	case to == "/":
-		return rest
-	}
-	return to + rest
 }
 
 // plainText reports whether a link text is relative without a ".."

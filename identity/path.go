@@ -27,3 +27,32 @@ func HasDotDot(p string) bool {
 	}
 	return false
 }
+
+// Rebase replaces the prefix from of the clean absolute path p
+// (Within(p, from)) with to.
+func Rebase(p, from, to string) string {
+	rest := p[len(from):]
+	if from == "/" {
+		rest = p
+	}
+	switch {
+	case rest == "":
+		return to
+	case to == "/":
+		return rest
+	}
+	return to + rest
+}
+
+// MountSource returns where the directory root of a file system (a
+// mountinfo root field: what a mount shows) is visible through another
+// mount of the same file system showing otherRoot at otherPoint, when
+// otherRoot holds root: a bind mount's source. ok is false otherwise. A
+// mount whose source lies in a hidden place or a none root is hidden as
+// that place is (the host view's rule, and the jail's).
+func MountSource(root, otherRoot, otherPoint string) (string, bool) {
+	if !Within(root, otherRoot) {
+		return "", false
+	}
+	return Rebase(root, otherRoot, otherPoint), true
+}
