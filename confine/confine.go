@@ -177,7 +177,8 @@ func (s Spec) Check() error {
 			return err
 		}
 	}
-	return nil
+	_, err := s.pinBinds()
+	return err
 }
 
 // pinnedView is a view's path with the identity (st_dev, st_ino) of its
@@ -207,6 +208,41 @@ func (s Spec) pinViews() ([]pinnedView, error) {
 			return nil, fmt.Errorf("confine: view source %s: not on FUSE (the jail shows roots only through their mount)", v.Source)
 		}
 		out = append(out, pinnedView{Path: v.Path, Dev: st.Dev, Ino: st.Ino})
+	}
+	return out, nil
+}
+
+// pinBinds pins, as pinViews does views, every directory bwrap binds at its
+// own path (Spec.Writable, and the Spec.ReadOnly ones that exist): bwrap
+// follows symlinks in both the source and the destination of a bind, so a
+// writable directory whose path a jail could reach and change (a parent
+// that is itself writable, another session's allow-write directory) would
+// otherwise let the next jail bind any host directory read-write.
+func (s Spec) pinBinds() ([]pinnedView, error) {
+	var out []pinnedView
+	pin := func(what, p string) error {
+		st, _, err := statCanonical(p)
+		if errors.Is(err, unix.ELOOP) {
+			return fmt.Errorf("confine: %s directory %s: a symlink in its path (the jail follows none)", what, p)
+		}
+		if err != nil {
+			return fmt.Errorf("confine: %s directory %s: %w", what, p, err)
+		}
+		out = append(out, pinnedView{Path: p, Dev: st.Dev, Ino: st.Ino})
+		return nil
+	}
+	for _, w := range s.Writable {
+		if err := pin("writable", w); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range s.ReadOnly {
+		if _, err := os.Lstat(r); err != nil {
+			continue // not bound (BwrapArgs skips it too)
+		}
+		if err := pin("read-only", r); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -351,9 +387,14 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	binds, err := s.pinBinds()
+	if err != nil {
+		return nil, err
+	}
 	cfg := helperConfig{
 		Writable:   append(viewPaths(s.Views), s.Writable...),
 		Views:      pinned,
+		Binds:      binds,
 		Cwd:        s.Cwd,
 		BestEffort: s.BestEffort,
 		Private:    private,

@@ -621,3 +621,47 @@ func TestJailHidesBindOfHidden(t *testing.T) {
 		t.Fatalf("the host's bind mount: %q %v", b, err)
 	}
 }
+
+// TestJailPinsBoundDirs: a writable directory is bound following no
+// symlink, as a view is: one with a link in its path is refused by Check,
+// and one swapped for a link while the jail is built (a parent the agent
+// may write, say) is refused inside the jail (126); the host directory the
+// link named is never written.
+func TestJailPinsBoundDirs(t *testing.T) {
+	e := newJailEnv(t)
+	bw, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aw, host := filepath.Join(e.dir, "aw"), filepath.Join(e.dir, "hostdir")
+	for _, d := range []string{aw + "/a/c", host + "/c"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(aw+"/a", aw+"/l"); err != nil {
+		t.Fatal(err)
+	}
+	s := e.spec("true")
+	s.Writable = append(s.Writable, aw+"/l/c")
+	if err := s.Check(); err == nil || err.Error() != "confine: writable directory "+aw+"/l/c: a symlink in its path (the jail follows none)" {
+		t.Fatalf("Check with a symlinked writable directory: %v", err)
+	}
+
+	wrapper := filepath.Join(e.dir, "bwrap-swap")
+	script := "#!/bin/sh\nmv " + aw + "/a " + aw + "/a.x && ln -s ../hostdir " + aw + "/a || exit 99\nexec " + bw + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s = e.spec("sh", "-c", "echo pwned > "+aw+"/a/c/f")
+	s.Bwrap = wrapper
+	s.Writable = append(s.Writable, aw+"/a/c")
+	out, stderr, code := run(t, s)
+	want := "wsfs: confine: directory " + aw + "/a/c in the jail: too many levels of symbolic links (the jail follows no symlink)\n"
+	if code != confine.ExitConfineFailed || out != "" || stderr != want {
+		t.Fatalf("jail after the swap: exit %d, stdout %q, stderr %q; want 126 and %q", code, out, stderr, want)
+	}
+	if _, err := os.Lstat(host + "/c/f"); !os.IsNotExist(err) {
+		t.Fatalf("the host directory behind the swapped link was written: %v", err)
+	}
+}

@@ -31,6 +31,9 @@ type helperConfig struct {
 	// object (bwrap follows links: a source or a path swapped for one
 	// after Spec.Check would show something else there).
 	Views []pinnedView `json:"views"`
+	// Binds are the directories bound at their own paths (writable and
+	// read-only), pinned as the views are.
+	Binds []pinnedView `json:"binds,omitempty"`
 	// Cwd is where bwrap started the helper; it must be on FUSE, and be
 	// Cwd walked without following a symlink.
 	Cwd string `json:"cwd"`
@@ -147,8 +150,9 @@ func runHelper(config string, args []string) int {
 }
 
 // checkPinned checks, inside the jail, that each view path of cfg is its
-// source's object (st_dev, st_ino) and that the working directory is
-// cfg.Cwd, each walked without following a symlink.
+// source's object (st_dev, st_ino), each bound directory the one pinned, and
+// that the working directory is cfg.Cwd, each walked without following a
+// symlink.
 func checkPinned(cfg helperConfig) error {
 	for _, v := range cfg.Views {
 		st, _, err := statCanonical(v.Path)
@@ -157,6 +161,15 @@ func checkPinned(cfg helperConfig) error {
 		}
 		if st.Dev != v.Dev || st.Ino != v.Ino {
 			return fmt.Errorf("view %s in the jail is not its source (swapped while the jail was built)", v.Path)
+		}
+	}
+	for _, b := range cfg.Binds {
+		st, _, err := statCanonical(b.Path)
+		if err != nil {
+			return fmt.Errorf("directory %s in the jail: %w (the jail follows no symlink)", b.Path, err)
+		}
+		if st.Dev != b.Dev || st.Ino != b.Ino {
+			return fmt.Errorf("directory %s in the jail is not the one bound (swapped while the jail was built)", b.Path)
 		}
 	}
 	st, _, err := statCanonical(cfg.Cwd)
