@@ -2,6 +2,7 @@ package mounts_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +106,15 @@ func TestCwdOutsideRoots(t *testing.T) {
 		t.Fatalf("out/new exists after a refused write (%v)", err)
 	}
 	waitDenial(t, d, "cw", strings.TrimSpace(r.stdout), out+"/new", "outside:read-only")
+	// The host view's denials are the session's in the metrics.
+	wantDenials := func(n int) {
+		t.Helper()
+		line := fmt.Sprintf("\nwsfs_policy_denials_total{session=\"cw\",rule=\"outside:read-only\"} %d\n", n)
+		if text, err := d.c.Metrics(ctx); err != nil || !strings.Contains(text, line) {
+			t.Errorf("metrics (%v) lack %q:\n%s", err, line[1:], text)
+		}
+	}
+	wantDenials(1)
 
 	// Inside the jail the directory is at its own path, through FUSE.
 	if haveJail() {
@@ -118,6 +128,7 @@ func TestCwdOutsideRoots(t *testing.T) {
 			t.Fatalf("out/new2 exists after a refused write in the jail (%v)", err)
 		}
 		waitDenial(t, d, "cw", "", out+"/new2", "outside:read-only")
+		wantDenials(2) // the jail host view's too
 
 		// The session's temp directory, outside the root and writable by
 		// the policy: a working directory there writes, in the jail too.

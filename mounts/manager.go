@@ -279,8 +279,9 @@ func (m *Manager) Len() int {
 	return n
 }
 
-// Stats returns the counters of every mounted session (its mount's and its
-// jail view's together), sorted by id.
+// Stats returns the counters of every mounted session (its mount's, its
+// jail view's, its host view's and the host view's jail twin's together),
+// sorted by id.
 func (m *Manager) Stats() []SessionStats {
 	all := m.published()
 	var out []SessionStats
@@ -293,6 +294,19 @@ func (m *Manager) Stats() []SessionStats {
 			st := srv.Stats()
 			if jv != nil { // the session's too: its jails' operations
 				addStats(&st, jv.Stats())
+			}
+			m.mu.Lock()
+			hv := m.hostViews[id]
+			var views []*fusefs.Server
+			if hv != nil {
+				views = append(views, hv.srv)
+				if hv.jail != nil {
+					views = append(views, hv.jail)
+				}
+			}
+			m.mu.Unlock()
+			for _, v := range views { // the session's policy decides there too
+				addStats(&st, v.Stats())
 			}
 			out = append(out, SessionStats{ID: id, Stats: st})
 		}
