@@ -172,6 +172,12 @@ func (h *hostView) gate(pol *policy.Policy, op policy.Op, p string) (policy.Deci
 	if hidden, passage := h.hiddenAt(pol, p); hidden && (!passage || op != policy.OpRead) {
 		return denyHidden, false
 	}
+	if op == policy.OpRename && h.holdsHidden(pol, p) {
+		// Either end of a rename (RENAME_EXCHANGE included) that holds a
+		// hidden place would move it to a path not hidden, or put another
+		// tree where it is: the places are hidden by path only.
+		return denyHidden, false
+	}
 	if op == policy.OpRead && h.refusedPassage(pol, p) {
 		// On the way to a visible place through an area the policy
 		// refuses (a none root around a root, or none outside every root):
@@ -227,6 +233,21 @@ func (h *hostView) listFilter(pol *policy.Policy, dir string) func(string) bool 
 		hidden, passage := h.hiddenAt(pol, join(dir, name))
 		return !hidden || passage
 	}
+}
+
+// holdsHidden reports whether a hidden place (HostViewConfig.Hidden,
+// DefaultHidden, the view's mountpoint) or a none root of pol lies strictly
+// inside the physical path p.
+func (h *hostView) holdsHidden(pol *policy.Policy, p string) bool {
+	if h.hidesBelow(p) {
+		return true
+	}
+	for _, r := range pol.Spec().Additional {
+		if r.Access == policy.AccessNone && r.Path != p && identity.Within(r.Path, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // hidesBelow reports whether a hidden place lies strictly inside dir.

@@ -3,6 +3,7 @@ package fusefs_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/policy"
@@ -434,5 +437,73 @@ func TestHostViewDecide(t *testing.T) {
 	}
 	if d := srv.Decide(policy.OpCreate, out+"/d/new"); d.Allow || d.Errno != syscall.EROFS {
 		t.Errorf("Decide(create, outside) = %+v, want EROFS", d)
+	}
+}
+
+// A place the host view hides is hidden by its path, so no rename may move
+// it (or a tree holding it) to a path not hidden, or put another tree where
+// it is: a rename whose either end (RENAME_EXCHANGE too) is an ancestor of a
+// hidden place or of a none root is EACCES "hostview:hidden", logged, and
+// the place is unchanged. (Security review: `mv anc/d anc/d2` made another
+// session's root below anc/d readable and writable at anc/d2/...; in
+// full-access, `mv secp secp2` did the same for the none root secp/inner.)
+// Renames elsewhere in the same roots still pass.
+func TestHostViewRenameHoldingHidden(t *testing.T) {
+	for _, mode := range []policy.Mode{policy.ModeWorkspaceWrite, policy.ModeFullAccess} {
+		t.Run(string(mode), func(t *testing.T) {
+			anc := canonT(t, t.TempDir()) // a read-write root
+			other := filepath.Join(anc, "d/v4")
+			mkdirT(t, other, 0o755)
+			writeFileT(t, filepath.Join(other, "file"), "V4\n", 0o644)
+			mkdirT(t, filepath.Join(anc, "g"), 0o755) // holds a hidden place that does not exist
+			mkdirT(t, filepath.Join(anc, "x/ghost"), 0o755)
+			writeFileT(t, filepath.Join(anc, "x/ghost/planted"), "p\n", 0o644)
+			mkdirT(t, filepath.Join(anc, "free"), 0o755)
+			outside := canonT(t, t.TempDir()) // outside every root: writable in full-access
+			sec := filepath.Join(outside, "secp/inner")
+			mkdirT(t, sec, 0o755)
+			writeFileT(t, filepath.Join(sec, "k"), "secret\n", 0o600)
+			mkdirT(t, filepath.Join(outside, "y"), 0o755)
+			var logs syncBuffer
+			_, mnt, _ := mountT(t, withMode(mode), withRoot(anc, policy.AccessReadWrite), withRoot(sec, policy.AccessNone),
+				withHostHidden(other, filepath.Join(anc, "g/ghost")),
+				func(s *mountSetup) { s.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+			hv := hostViewOf(mnt)
+			beforeAnc, beforeOut := treeSnapshot(t, anc), treeSnapshot(t, outside)
+
+			type rename struct {
+				src, dst string
+				flags    uint
+			}
+			refused := []rename{
+				{anc + "/d", anc + "/d2", 0},                      // the source holds another session's root
+				{anc + "/d", anc + "/free", unix.RENAME_EXCHANGE}, // either side of an exchange
+				{anc + "/free", anc + "/d", unix.RENAME_EXCHANGE},
+				{anc + "/x", anc + "/g", 0}, // would put x/ghost at the hidden g/ghost
+			}
+			if mode == policy.ModeFullAccess {
+				refused = append(refused,
+					rename{outside + "/secp", outside + "/secp2", 0}, // holds a none root
+					rename{outside + "/secp", outside + "/y", unix.RENAME_EXCHANGE},
+					rename{outside + "/y", outside + "/secp", unix.RENAME_EXCHANGE})
+			}
+			for _, r := range refused {
+				err := unix.Renameat2(unix.AT_FDCWD, hv+r.src, unix.AT_FDCWD, hv+r.dst, r.flags)
+				wantErrno(t, fmt.Sprintf("rename(%#x) %s -> %s in the host view", r.flags, r.src, r.dst), err, syscall.EACCES)
+				if want := "path=\"" + r.src + " -> " + r.dst + "\" rule=hostview:hidden errno=EACCES"; !strings.Contains(logs.String(), want) {
+					t.Errorf("denial log lacks %s:\n%s", want, logs.String())
+				}
+			}
+			wantUnchanged(t, "refused renames", anc, beforeAnc)
+			wantUnchanged(t, "refused renames", outside, beforeOut)
+			for _, p := range []string{other + "/file", anc + "/d2/v4/file", sec + "/k", outside + "/secp2/inner/k"} {
+				_, err := os.ReadFile(hv + p)
+				if errnoOf(err) != syscall.EACCES && errnoOf(err) != syscall.ENOENT {
+					t.Errorf("read %s in the host view: %v, want EACCES or ENOENT", p, err)
+				}
+			}
+			// Not holding a hidden place: renamed as before.
+			wantOK(t, "rename a sibling in the rw root", os.Rename(hv+anc+"/free", hv+anc+"/free2"))
+		})
 	}
 }
