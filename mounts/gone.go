@@ -30,7 +30,7 @@ func (m *Manager) noticeUnmounted(s *session, table map[string]fusefs.MountEntry
 	if e, ok := table[s.rec.Mountpoint]; ok && strings.HasPrefix(e.FSType, "fuse") {
 		return
 	}
-	s.failed = fmt.Sprintf("not mounted: the mount at %s went away (unmounted from outside the daemon); session rm removes the session", s.rec.Mountpoint)
+	s.failed = fmt.Sprintf("the mount at %s went away (unmounted from outside the daemon); session rm removes the session", s.rec.Mountpoint)
 	m.log.Warn("session mount went away", "session", s.rec.ID, "mountpoint", s.rec.Mountpoint)
 	// The server stops once the kernel lets go of the connection (at once,
 	// or when a lazily detached mount's last holder leaves).
