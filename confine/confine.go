@@ -509,10 +509,18 @@ func depth(p string) int {
 	return strings.Count(p, "/")
 }
 
+// RefusedDescriptorError is Exec's and ExecLandlockOnly's error when
+// stdin, stdout or stderr may not enter the jail (the refusal the helper
+// stage exits ExitConfineFailed for): a directory outside FUSE, or a file
+// in a backing root reached without the mount.
+type RefusedDescriptorError struct{ msg string }
+
+func (e *RefusedDescriptorError) Error() string { return e.msg }
+
 // checkStdio refuses stdin, stdout or stderr when it is a directory not on
 // FUSE (a directory descriptor leads around the jail's mounts) or a file
 // inside a backing root reached without the mount (its path, as
-// /proc/self/fd says, lies in one).
+// /proc/self/fd says, lies in one), with a *RefusedDescriptorError.
 func checkStdio(backing []string) error {
 	for fd := 0; fd <= 2; fd++ {
 		var st unix.Stat_t
@@ -524,7 +532,7 @@ func checkStdio(backing []string) error {
 			continue
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return fmt.Errorf("confine: descriptor %d is a directory outside FUSE; a jail does not inherit one", fd)
+			return &RefusedDescriptorError{fmt.Sprintf("confine: descriptor %d is a directory outside FUSE; a jail does not inherit one", fd)}
 		}
 		p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
 		if err != nil || !filepath.IsAbs(p) {
@@ -532,7 +540,7 @@ func checkStdio(backing []string) error {
 		}
 		for _, b := range backing {
 			if identity.Within(p, b) {
-				return fmt.Errorf("confine: descriptor %d is %s in the backing root %s, not through the mount; a jail does not inherit it", fd, p, b)
+				return &RefusedDescriptorError{fmt.Sprintf("confine: descriptor %d is %s in the backing root %s, not through the mount; a jail does not inherit it", fd, p, b)}
 			}
 		}
 	}

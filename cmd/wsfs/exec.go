@@ -288,12 +288,17 @@ func jailRefused(cmd *cobra.Command, err error) error {
 }
 
 // execFailure reports a failed confined exec: 127 when the command could
-// not be run, else the error.
+// not be run, 126 for a refused descriptor (as the jail's helper stage
+// refuses one), else the error.
 func execFailure(cmd *cobra.Command, err error) error {
 	var ee *confine.ExecError
 	if errors.As(err, &ee) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", firstLine(err.Error()))
 		return &reportedError{code: exitNotFound}
+	}
+	var rd *confine.RefusedDescriptorError
+	if errors.As(err, &rd) {
+		return jailRefused(cmd, errors.New(strings.TrimPrefix(err.Error(), "confine: ")))
 	}
 	return fmt.Errorf("exec --confine: %s", firstLine(strings.TrimPrefix(err.Error(), "confine: ")))
 }
