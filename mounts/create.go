@@ -449,6 +449,9 @@ func (c *creation) startDir(ctx context.Context) error {
 		p = c.startRel
 	}
 	rel, derr := c.m.dirInMount(ctx, c.m.view(c.root, c.key, c.srv, c.id), ".", p)
+	if derr != nil && c.spec.Cwd == "" {
+		return errorf(CodeInvalid, "session %q: start directory, inherited from the parent session %q's working directory: %v; cd the parent into the new root first, or create without the parent and give a start directory (cwd, --cwd)", c.id, c.spec.Parent, derr)
+	}
 	if derr != nil {
 		return errorf(CodeInvalid, "session %q: start directory: %v", c.id, derr)
 	}

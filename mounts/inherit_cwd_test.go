@@ -1,0 +1,43 @@
+package mounts_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wsfs/wsfs/mounts/api"
+)
+
+// TestSubSessionInheritedCwdRefused: a sub-session on a subdirectory of its
+// parent's root, while the parent's working directory is that root (above
+// the child's root, which the child's host view only passes through), is
+// refused with a message saying the start directory was inherited and how
+// to give another.
+func TestSubSessionInheritedCwdRefused(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "src/")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: proj}); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(proj, "src")
+	r := d.wsfs(t, "session", "create", "c1", "--parent", "s1", "--root", src)
+	head := `wsfs: session "c1": start directory, inherited from the parent session "s1"'s working directory: `
+	tail := "; cd the parent into the new root first, or create without the parent and give a start directory (cwd, --cwd)\n"
+	if r.code != 2 || !strings.HasPrefix(r.stderr, head) || !strings.HasSuffix(r.stderr, tail) || strings.Count(r.stderr, "\n") != 1 {
+		t.Fatalf("create c1 --parent s1 --root proj/src: exit %d stderr %q, want 2 %q…%q", r.code, r.stderr, head, tail)
+	}
+	// The fix the message names: the parent into the new root first.
+	if r := d.wsfs(t, "session", "cwd", "s1", "--cd", "src"); r.code != 0 {
+		t.Fatalf("session cwd s1 --cd src: %+v", r)
+	}
+	if r := d.wsfs(t, "session", "create", "c1", "--parent", "s1", "--root", src); r.code != 0 {
+		t.Fatalf("create c1 after cd src: %+v", r)
+	}
+	if got, err := d.c.Get(ctx, "c1"); err != nil || got.Cwd != got.Mountpoint {
+		t.Fatalf("c1: cwd %q (%v), want its mount root %q", got.Cwd, err, got.Mountpoint)
+	}
+}
