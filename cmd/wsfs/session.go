@@ -249,8 +249,9 @@ func newSessionShowCmd() *cobra.Command {
 		Use:   "show ID",
 		Short: "Print a session as a JSON object",
 		Long: `Print session ID as a JSON object: id, origin (the root as given), root
-(physical), mountpoint, mode, policy, symlinks, parent, cwd (inside the mount,
-as last set), cwd_physical, tmpdir, created, state ("mounted" or "failed") and
+(physical), mountpoint, mode, policy, symlinks, parent, cwd (as last set: the
+path processes use, inside the mount or, outside the root, inside the
+session's host view), cwd_physical, tmpdir, created, state ("mounted" or "failed") and
 error. Indented, or one line with --json.`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -377,8 +378,9 @@ func newSessionCwdCmd() *cobra.Command {
 		Short: "Print (or change) a session's working directory",
 		Long: `Print session ID's working directory: the path processes use (inside the
 mount, or inside the session's host view) and the physical path, separated by
-a tab. With --cd, change it first: PATH is relative to the current directory,
-absolute inside the mount or the host view, or an absolute host path, and must
+a tab. With --cd, change it first: PATH is relative to the session's working
+directory (walked from its physical path: ".." at the mount root is the
+root's parent), absolute inside the mount or the host view, or an absolute host path, and must
 be an existing directory the session may read, inside its roots or outside
 them. Outside the root the directory is shown through the host view
 (<mount-base>/@host/ID/PATH; inside exec --confine at its own path), so the
@@ -425,7 +427,8 @@ func newSessionResolveCmd() *cobra.Command {
 		Use:   "resolve ID PATH...",
 		Short: "Resolve paths as a process in the session sees them",
 		Long: `Resolve each PATH as a process in session ID would: relative to the session's
-working directory inside the mount, walked through the mount. Prints one line
+working directory, walked physically from its physical path as in the jail
+(".." at the mount root is the root's parent, not the mount base). Prints one line
 per path: the display path, the physical key, and the write decision
 ("write=allow", or the errno of the denial: "write=EROFS", "write=EACCES"),
 with its rule in parentheses ("write=EACCES (protected:.git/hooks)"),
