@@ -41,3 +41,30 @@ func TestSubSessionInheritedCwdRefused(t *testing.T) {
 		t.Fatalf("c1: cwd %q (%v), want its mount root %q", got.Cwd, err, got.Mountpoint)
 	}
 }
+
+// TestCwdInOtherSessionsRoot: cd into another session's root, hidden from
+// this one, says whose root it is.
+func TestCwdInOtherSessionsRoot(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	a, b := filepath.Join(dir, "proj-a"), filepath.Join(dir, "proj-b")
+	mkTree(t, a, "f")
+	mkTree(t, b, "sub/")
+	for id, root := range map[string]string{"a": a, "b": b} {
+		if _, err := d.c.Create(ctx, api.CreateRequest{ID: id, Root: root}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"../proj-b", "../proj-b/sub", "../proj-b/missing"} {
+		r := d.wsfs(t, "session", "cwd", "a", "--cd", p)
+		tail := `: it is in session "b"'s root ` + b + ", which other sessions never see\n"
+		if r.code == 0 || !strings.HasPrefix(r.stderr, `wsfs: session "a": `) || !strings.HasSuffix(r.stderr, tail) || !strings.Contains(r.stderr, "ermission denied") {
+			t.Errorf("session cwd a --cd %s: exit %d stderr %q, want EACCES ending %q", p, r.code, r.stderr, tail)
+		}
+	}
+	// A none root of the session's own is not another session's.
+	if r := d.wsfs(t, "session", "cwd", "a", "--cd", "/proc"); strings.Contains(r.stderr, "root") && strings.Contains(r.stderr, "other sessions") {
+		t.Errorf("session cwd a --cd /proc: %q names another session", r.stderr)
+	}
+}

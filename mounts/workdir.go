@@ -146,7 +146,7 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path strin
 		// refusal comes before "no such directory".
 		if k, kerr := w.TargetKey(ctx, path); kerr == nil {
 			if rerr := v.mayRead(path, k); rerr != nil {
-				return "", rerr
+				return "", m.whyHidden(rerr, v, k)
 			}
 			return "", &errnoError{syscall.ENOENT, fmt.Sprintf("%q: no such directory (%s)", path, cwdPath(v.mp, v.hostView, v.cwdOf(k)))}
 		}
@@ -155,13 +155,36 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path strin
 		return "", fmt.Errorf("%q: %w", path, identity.ErrnoOf(err))
 	}
 	if err := v.mayRead(path, key); err != nil {
-		return "", err
+		return "", m.whyHidden(err, v, key)
 	}
 	out := v.cwdOf(key)
 	if !isDir(key) {
 		return "", fmt.Errorf("%q: %w (%s)", path, syscall.ENOTDIR, cwdPath(v.mp, v.hostView, out))
 	}
 	return out, nil
+}
+
+// whyHidden adds to err, session v's EACCES for the canonical physical path
+// key outside its root, the other session whose root holds key (the
+// innermost), when there is one: the host view hides other sessions' roots.
+// Any other error is returned as it is.
+func (m *Manager) whyHidden(err error, v sessionView, key string) error {
+	var ee *errnoError
+	if !errors.As(err, &ee) || ee.errno != syscall.EACCES || identity.Within(key, v.root) {
+		return err
+	}
+	m.mu.Lock()
+	id, root := "", ""
+	for i, r := range m.roots {
+		if identity.Within(key, r) && len(r) > len(root) {
+			id, root = i, r
+		}
+	}
+	m.mu.Unlock()
+	if id == "" {
+		return err
+	}
+	return &errnoError{ee.errno, fmt.Sprintf("%s: it is in session %q's root %s, which other sessions never see", ee.msg, id, root)}
 }
 
 // mayRead refuses the canonical physical path key (path as given) when the
