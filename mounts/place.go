@@ -142,14 +142,23 @@ func checkFSType(id, what, p string) error {
 	return nil
 }
 
+// viewDirOf returns the directory of the mount base's host views, jail views
+// or jail host views (any session's) at or above p, "" when p is in none.
+func (m *Manager) viewDirOf(p string) string {
+	for _, dir := range []string{hostViewDir, jailViewDir, jailHostViewDir} {
+		if views := filepath.Join(m.mountBase, dir); identity.Within(p, views) {
+			return views
+		}
+	}
+	return ""
+}
+
 // checkNotInMount refuses a mountpoint at or below another session's
 // mountpoint, or inside the mount base's host views, jail views and jail
 // host views (any session's): the walk would enter that mount.
 func (m *Manager) checkNotInMount(id, mp string) error {
-	for _, dir := range []string{hostViewDir, jailViewDir, jailHostViewDir} {
-		if views := filepath.Join(m.mountBase, dir); identity.Within(mp, views) {
-			return errorf(CodeInvalid, "session %q: mountpoint %q is inside %s, where the daemon mounts its sessions' views; a mountpoint may not be inside a mount the daemon serves", id, mp, views)
-		}
+	if views := m.viewDirOf(mp); views != "" {
+		return errorf(CodeInvalid, "session %q: mountpoint %q is inside %s, where the daemon mounts its sessions' views; a mountpoint may not be inside a mount the daemon serves", id, mp, views)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -71,8 +71,7 @@ func (m *Manager) walker(v sessionView, cwd string) identity.Walker {
 			if v.hostView != "" && identity.Within(v.hostView, p) {
 				return "", false, nil // on the way to the session's own host view
 			}
-			if _, ok := m.servedMount(p); ok || identity.Within(p, filepath.Join(m.mountBase, hostViewDir)) ||
-				identity.Within(p, filepath.Join(m.mountBase, jailViewDir)) || identity.Within(p, filepath.Join(m.mountBase, jailHostViewDir)) {
+			if _, ok := m.servedMount(p); ok || m.viewDirOf(p) != "" {
 				return "", false, syscall.EACCES // another session's mount, a host view, a jail view
 			}
 			return "", false, nil
