@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -715,4 +716,33 @@ func Holders(mountpoint string) []Holder {
 	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].PID < hs[j].PID })
 	return hs
+}
+
+// ServerProcs is the GOMAXPROCS a process that serves FUSE mounts runs with
+// when the GOMAXPROCS environment variable does not say otherwise: a quarter
+// of procs (the runtime's default, which counts the CPUs the process may use
+// and its cgroup's CPU limit), at least 1.
+//
+// Why fewer than the CPUs: go-fuse keeps a few goroutines blocked in
+// read(2) on /dev/fuse, each holding its P until sysmon takes the P back,
+// and every request then moves Ps between threads and wakes a spinning
+// thread that finds nothing to do (futex wake-ups and context switches per
+// request). With one P per four CPUs the Go code of the handlers still has
+// room (a few microseconds per request) and far fewer threads are woken:
+// on 2 CPUs, a stat(2)-sized round trip took 28-34 µs of wall time and
+// 16-20 µs of server CPU with 1 P against 39-45 and 26-29 with 2 Ps
+// (hack/bench.sh, "Server threads"), and parallel clients were served no
+// slower.
+func ServerProcs(procs int) int { return max(1, procs/4) }
+
+// TuneProcs sets runtime.GOMAXPROCS to ServerProcs of the runtime's default
+// unless the environment sets GOMAXPROCS, and returns the value in force.
+// `wsfs mount`, `wsfs serve` and `wsfs csi` call it once at start.
+func TuneProcs() int {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return runtime.GOMAXPROCS(0)
+	}
+	n := ServerProcs(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(n)
+	return n
 }

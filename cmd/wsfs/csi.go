@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/wsfs/wsfs/csi"
+	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/mounts"
 )
 
@@ -52,7 +53,10 @@ SIGTERM or SIGINT: stop answering, unbind the targets and unmount the sessions
 --metrics-address HOST:PORT or unix:///PATH serves GET /metrics (the daemon's
 metrics and the CSI calls).`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runCSI(cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fusefs.TuneProcs()
+			return runCSI(cmd, f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint (unix:///PATH)")

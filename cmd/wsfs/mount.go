@@ -74,6 +74,7 @@ mountpoint inside the root or a root inside the mountpoint, a non-empty
 mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fusefs.TuneProcs()
 			return runMount(cmd.Context(), cmd, f)
 		},
 	}

@@ -35,6 +35,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: benchmount -root DIR -mountpoint DIR [-stats FILE] [-debug]")
 		os.Exit(2)
 	}
+	// As `wsfs mount` does.
+	fusefs.TuneProcs()
 	pol, err := policy.Compile(policy.Spec{Primary: *root, Temp: []string{}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmount: policy:", err)
