@@ -1,0 +1,124 @@
+// Command roundtrip makes N FUSE round trips of one kind on a file and
+// prints the wall time per round trip and what the serving process spent on
+// each: CPU time (utime + stime of /proc/PID/stat, proc(5)) and context
+// switches (voluntary + involuntary, summed over /proc/PID/task/*/status).
+// It is the client of hack/roundtrip.sh, a benchmark, not a test.
+//
+// Usage: roundtrip KIND FILE N SERVER_PID
+//
+// Kinds: statfs (statfs(2)), getxattr (lgetxattr(2) of security.selinux,
+// which the kernel never caches), open (open(2) + close(2): OPEN and
+// RELEASE), openread (open, read, fstat, close).
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: roundtrip statfs|getxattr|open|openread FILE N SERVER_PID")
+		os.Exit(2)
+	}
+	kind, path := os.Args[1], os.Args[2]
+	n, err1 := strconv.Atoi(os.Args[3])
+	pid, err2 := strconv.Atoi(os.Args[4])
+	if err1 != nil || err2 != nil || n <= 0 {
+		fmt.Fprintln(os.Stderr, "roundtrip: N and SERVER_PID must be positive integers")
+		os.Exit(2)
+	}
+	op, err := opFor(kind, path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "roundtrip:", err)
+		os.Exit(2)
+	}
+	for i := 0; i < 1000; i++ { // warm up
+		if err := op(); err != nil {
+			fmt.Fprintln(os.Stderr, "roundtrip:", err)
+			os.Exit(1)
+		}
+	}
+	cpu0, cs0 := usage(pid)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		if err := op(); err != nil {
+			fmt.Fprintln(os.Stderr, "roundtrip:", err)
+			os.Exit(1)
+		}
+	}
+	wall := time.Since(t0)
+	cpu1, cs1 := usage(pid)
+	fmt.Printf("%-8s wall %6.2f µs  server CPU %6.2f µs  server context switches %5.2f  (per round trip, %d)\n",
+		kind, float64(wall.Microseconds())/float64(n), float64(cpu1-cpu0)/float64(n), float64(cs1-cs0)/float64(n), n)
+}
+
+func opFor(kind, path string) (func() error, error) {
+	buf := make([]byte, 4096)
+	switch kind {
+	case "statfs":
+		return func() error { var s unix.Statfs_t; return unix.Statfs(path, &s) }, nil
+	case "getxattr":
+		return func() error {
+			_, err := unix.Lgetxattr(path, "security.selinux", buf)
+			if err == unix.ENODATA || err == unix.EOPNOTSUPP {
+				err = nil
+			}
+			return err
+		}, nil
+	case "open", "openread":
+		return func() error {
+			fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			if kind == "openread" {
+				var st unix.Stat_t
+				if _, err := unix.Read(fd, buf); err != nil {
+					unix.Close(fd)
+					return err
+				}
+				if err := unix.Fstat(fd, &st); err != nil {
+					unix.Close(fd)
+					return err
+				}
+			}
+			return unix.Close(fd)
+		}, nil
+	}
+	return nil, fmt.Errorf("kind %q: want statfs, getxattr, open or openread", kind)
+}
+
+// usage returns pid's CPU time in µs and its threads' context switches.
+func usage(pid int) (cpuMicros int64, switches int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	cpuMicros = (ut + st) * 1e6 / 100 // USER_HZ is 100 on Linux (proc(5))
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(l, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				switches += n
+			}
+		}
+	}
+	return cpuMicros, switches
+}
