@@ -13,6 +13,9 @@
 # entry of ROUNDTRIP_PROCS: "default" runs it as `wsfs mount` runs
 # (fusefs.TuneProcs: GOMAXPROCS a quarter of the CPUs, at least 1), a number
 # runs it with that GOMAXPROCS (e.g. ROUNDTRIP_PROCS="default 1 2").
+# ROUNDTRIP_THINK ("0 20") lists the microseconds of busy computation
+# between two round trips (0: a tight loop; 20: about what `ls -l` spends on
+# an entry, which lets an idle CPU go to sleep between requests).
 # ROUNDTRIP_ROUNDS (2) rounds, configurations in turn within each.
 # Everything is made under a fresh directory below ROUNDTRIP_TMPDIR
 # (/var/tmp) and unmounted by exact path on exit.
@@ -21,6 +24,7 @@ set -euo pipefail
 N=${ROUNDTRIP_N:-20000}
 ROUNDS=${ROUNDTRIP_ROUNDS:-2}
 read -r -a PROCS <<<"${ROUNDTRIP_PROCS:-default}"
+read -r -a THINK <<<"${ROUNDTRIP_THINK:-0 20}"
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" != 0 ]; then
@@ -89,11 +93,13 @@ CONFIGS+=(overlay)
 file() { if [ "$1" = overlay ]; then echo "$TMP/ovl/mnt/f"; else echo "$TMP/$1/mnt/f"; fi; }
 
 echo "### FUSE round trips: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $N per line"
-for kind in statfs getxattr open openread; do
-	for ((r = 1; r <= ROUNDS; r++)); do
-		for c in "${CONFIGS[@]}"; do
-			printf '%-14s ' "$c"
-			"$TMP/roundtrip" "$kind" "$(file "$c")" "$N" "${PID[$c]}"
+for think in "${THINK[@]}"; do
+	for kind in statfs getxattr open openread; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			for c in "${CONFIGS[@]}"; do
+				printf '%-14s ' "$c"
+				"$TMP/roundtrip" "$kind" "$(file "$c")" "$N" "${PID[$c]}" "$think"
+			done
 		done
 	done
 done
