@@ -22,8 +22,7 @@ import (
 // a tree then costs no open(2)/close(2) in the server per file.
 type fileHandle struct {
 	n     *node
-	flags int    // open(2) flags for the deferred open
-	io    ioMode // counted in n.opens until Release
+	flags int // open(2) flags for the deferred open
 
 	mu    sync.Mutex
 	lf    *fs.LoopbackFile // nil until opened
@@ -48,14 +47,14 @@ var (
 )
 
 // newFileHandle wraps a descriptor opened for node n.
-func newFileHandle(n *node, fd int, mode ioMode) *fileHandle {
-	return &fileHandle{n: n, fd: fd, io: mode, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile)}
+func newFileHandle(n *node, fd int) *fileHandle {
+	return &fileHandle{n: n, fd: fd, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile)}
 }
 
 // deferredFileHandle is a handle for n whose descriptor is opened with
 // flags on first use.
-func deferredFileHandle(n *node, flags int, mode ioMode) *fileHandle {
-	return &fileHandle{n: n, fd: -1, flags: flags, io: mode}
+func deferredFileHandle(n *node, flags int) *fileHandle {
+	return &fileHandle{n: n, fd: -1, flags: flags}
 }
 
 // file returns the opened descriptor, opening it now for a deferred handle.
@@ -113,7 +112,6 @@ func (h *fileHandle) Writev(ctx context.Context, data [][]byte, off int64) (uint
 
 // Release closes the descriptor, if one was opened.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
-	h.n.releaseIO(h.io)
 	h.mu.Lock()
 	lf := h.lf
 	h.mu.Unlock()

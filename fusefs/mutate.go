@@ -40,8 +40,10 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	child := n.addChild(ctx, pfd, &st, p, out)
 	cn := child.Operations().(*node)
-	io, _ := cn.openIO(ctx, true)
-	return child, newFileHandle(cn, fd, io), 0, 0
+	if id := cn.passthroughID(); id != 0 {
+		n.m.offerBacking(ctx, id)
+	}
+	return child, newFileHandle(cn, fd), 0, 0
 }
 
 // createdPath returns an O_PATH descriptor for the file fd that was just
@@ -175,7 +177,6 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	out.Attr.FromStat(&st)
 	out.Attr.Ino = src.StableAttr().Ino
-	src.noteAttr(&st)
 	return src.EmbeddedInode(), 0
 }
 
@@ -253,7 +254,8 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	n.shortenTTL(out)
 	child := n.NewInode(ctx, n.m.newNode(pfd, p), sa)
 	cn := child.Operations().(*node)
-	cn.noteAttr(&st)
-	io, _ := cn.openIO(ctx, true)
-	return child, newFileHandle(cn, fd, io), 0, 0
+	if id := cn.passthroughID(); id != 0 {
+		n.m.offerBacking(ctx, id)
+	}
+	return child, newFileHandle(cn, fd), 0, 0
 }

@@ -98,8 +98,6 @@ type node struct {
 	backing backing
 	// xattrs holds the extended attribute names known to be absent.
 	xattrs xattrAbsent
-	// opens counts the node's live file handles by io mode (pagecache.go).
-	opens opens
 }
 
 var (
@@ -410,7 +408,6 @@ func (n *node) revalidate(name string, out *fuse.EntryOut) *fs.Inode {
 	out.Attr.FromStat(&st)
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	cn.noteAttr(&st)
 	return ch
 }
 
@@ -428,11 +425,7 @@ func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, p strin
 	sa := n.m.stable(st)
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	child := n.NewInode(ctx, n.m.newNode(fd, p), sa)
-	if cn, ok := child.Operations().(*node); ok {
-		cn.noteAttr(st)
-	}
-	return child
+	return n.NewInode(ctx, n.m.newNode(fd, p), sa)
 }
 
 // ensureWatched places the directory's inotify watch the first time the
@@ -474,7 +467,6 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	}
 	out.FromStat(&st)
 	out.Ino = n.StableAttr().Ino
-	n.noteAttr(&st)
 	return 0
 }
 
@@ -643,22 +635,21 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// O_NOFOLLOW was applied by the kernel's own walk (it never sends OPEN
 	// for a symlink); kept, it would refuse the /proc/self/fd magic link.
 	oflags := int(flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_NOFOLLOW)
-	write := isWriteOpen(flags)
-	mode, keep := n.openIO(ctx, write)
-	if !write {
-		// Reads go through the kernel's own backing file or its page
-		// cache; a descriptor is opened only for a request that needs
-		// one (fileHandle.file).
-		return deferredFileHandle(n, oflags, mode), keepCacheFlag(keep), 0
+	passed := false
+	if id := n.passthroughID(); id != 0 {
+		passed = n.m.offerBacking(ctx, id)
+	}
+	if passed && !isWriteOpen(flags) {
+		// Reads go through the kernel's own backing file (fileHandle).
+		return deferredFileHandle(n, oflags), 0, 0
 	}
 	// A write open is made here: O_TRUNC, and errors such as ETXTBSY,
 	// happen at open(2), as on ext4.
 	fd, err := reopen(n.fd, oflags)
 	if err != nil {
-		n.releaseIO(mode)
 		return nil, 0, toErrno(err)
 	}
-	return newFileHandle(n, fd, mode), 0, 0
+	return newFileHandle(n, fd), 0, 0
 }
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
