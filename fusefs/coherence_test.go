@@ -4,6 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/wsfs/wsfs/fusefs"
 )
 
 // File data is passed through (root), so a write made on the host is seen
@@ -54,5 +57,33 @@ print(bad[:5], len(bad))
 	got := shOK(t, "/", "python3 -c "+shq(script)+" "+shq(filepath.Join(backing, "f"))+" "+shq(filepath.Join(mnt, "f")))
 	if got != "[] 0\n" {
 		t.Errorf("reads through the mount that missed a host write (first five, count): %s", got)
+	}
+}
+
+// After an inotify queue overflow the kernel's attributes of every file are
+// dropped, not only its entry: a process holding a file open sees its new
+// size. The change is made through a hard link in a directory outside the
+// mount, which the watcher never hears of, so only the overflow handling
+// can make it visible before the attribute timeout (an hour here).
+func TestQueueOverflowDropsFileAttributes(t *testing.T) {
+	outside := canonT(t, t.TempDir())
+	backing, mnt, _ := mountT(t, withPopulate(func(t *testing.T, b string) {
+		writeFileT(t, filepath.Join(b, "f"), "12345", 0o644)
+	}), func(s *mountSetup) { s.cfg.EntryTimeout, s.cfg.AttrTimeout = time.Hour, time.Hour })
+	if err := os.Link(filepath.Join(backing, "f"), filepath.Join(outside, "f")); err != nil {
+		t.Fatal(err)
+	}
+	sh := startShell(t)
+	held := "stat -L -c %s /proc/$$/fd/3"
+	if got := sh.run("exec 3<" + shq(filepath.Join(mnt, "f")) + " && " + held); got != "5\n" {
+		t.Fatalf("size of the held file: %q, want 5", got)
+	}
+	writeFileT(t, filepath.Join(outside, "f"), "123456789", 0o644)
+	if got := sh.run(held); got != "5\n" {
+		t.Fatalf("size before the overflow: %q, want the cached 5 (else the test shows nothing)", got)
+	}
+	fusefs.QueueOverflow()
+	if got := sh.run(held); got != "9\n" {
+		t.Errorf("size of the held file after a queue overflow: %q, want 9", got)
 	}
 }

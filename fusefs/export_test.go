@@ -1,5 +1,17 @@
 package fusefs
 
+import "golang.org/x/sys/unix"
+
 // UnmountSiblingHostViewWith is UnmountSiblingHostView with its unmount
 // call replaced, for tests of the race with the session's own server.
 var UnmountSiblingHostViewWith = unmountSiblingHostView
+
+// QueueOverflow makes the process's inotify hub act as on IN_Q_OVERFLOW.
+func QueueOverflow() {
+	hubMu.Lock()
+	h := sharedHub
+	hubMu.Unlock()
+	if h != nil {
+		h.handle(-1, unix.IN_Q_OVERFLOW, "")
+	}
+}

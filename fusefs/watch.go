@@ -404,7 +404,11 @@ func (h *inotifyHub) handle(wd int32, mask uint32, name string) {
 	}
 }
 
-// invalidateTree drops every entry and attribute the kernel caches below n.
+// invalidateTree drops every entry, attribute and cached page the kernel
+// holds below n: after a queue overflow any of them may be stale. A file's
+// attributes go too, not only its entry: a process holding the file open
+// asks the inode, not the name (a directory's cached listing goes with its
+// attributes: FUSE_AUTO_INVAL_DATA compares the refetched mtime).
 func invalidateTree(n *fs.Inode) {
 	if nn, ok := n.Operations().(*node); ok {
 		nn.xattrs.drop()
@@ -414,7 +418,12 @@ func invalidateTree(n *fs.Inode) {
 		n.NotifyEntry(name)
 		if ch.IsDir() {
 			invalidateTree(ch)
+			continue
 		}
+		if cn, ok := ch.Operations().(*node); ok {
+			cn.xattrs.drop()
+		}
+		ch.NotifyContent(0, 0)
 	}
 }
 
