@@ -729,10 +729,11 @@ func Holders(mountpoint string) []Holder {
 // thread that finds nothing to do (futex wake-ups and context switches per
 // request). With one P per four CPUs the Go code of the handlers still has
 // room (a few microseconds per request) and far fewer threads are woken:
-// on 2 CPUs, a statfs(2) round trip took 28-34 µs of wall time and
-// 16-20 µs of server CPU with 1 P against 39-45 and 26-29 with 2 Ps
-// (ROUNDTRIP_PROCS="default 2" hack/roundtrip.sh), and two to four
-// parallel clients were served no slower.
+// on 2 CPUs an open(2)+close(2) took 42 µs of wall time and 24-25 µs of
+// server CPU with 1 P against 66-86 and 44-58 with 2 Ps
+// (ROUNDTRIP_PROCS="default 2" hack/roundtrip.sh), `ls -lR` and `tar` of a
+// 12k-file tree 1.5 and 2.4 s against 2.4 and 3.0 s (hack/bench.sh), and
+// two to four parallel clients were served no slower.
 func ServerProcs(procs int) int { return max(1, procs/4) }
 
 // TuneProcs sets runtime.GOMAXPROCS to ServerProcs of the runtime's default
