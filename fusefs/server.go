@@ -738,7 +738,10 @@ func ServerProcs(procs int) int { return max(1, procs/4) }
 
 // TuneProcs sets runtime.GOMAXPROCS to ServerProcs of the runtime's default
 // unless the environment sets GOMAXPROCS, and returns the value in force.
-// `wsfs mount`, `wsfs serve` and `wsfs csi` call it once at start.
+// `wsfs mount` (one session) calls it once at start; `wsfs serve` and
+// `wsfs csi`, which serve many sessions and their API from one process,
+// keep the runtime's default (not measured with fewer Ps; GOMAXPROCS
+// sets it).
 func TuneProcs() int {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return runtime.GOMAXPROCS(0)

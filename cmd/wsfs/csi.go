@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/wsfs/wsfs/csi"
-	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/mounts"
 )
 
@@ -54,7 +53,6 @@ SIGTERM or SIGINT: stop answering, unbind the targets and unmount the sessions
 metrics and the CSI calls).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fusefs.TuneProcs()
 			return runCSI(cmd, f)
 		},
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/client"
 )
@@ -61,7 +60,6 @@ Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
 $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fusefs.TuneProcs()
 			return runServe(cmd, socket, stateDir, mountBase, logLevel)
 		},
 	}
