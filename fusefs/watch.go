@@ -413,17 +413,14 @@ func invalidateTree(n *fs.Inode) {
 	if nn, ok := n.Operations().(*node); ok {
 		nn.xattrs.drop()
 	}
-	n.NotifyContent(-1, 0)
+	if n.IsDir() {
+		n.NotifyContent(-1, 0)
+	} else {
+		n.NotifyContent(0, 0)
+	}
 	for name, ch := range n.Children() {
 		n.NotifyEntry(name)
-		if ch.IsDir() {
-			invalidateTree(ch)
-			continue
-		}
-		if cn, ok := ch.Operations().(*node); ok {
-			cn.xattrs.drop()
-		}
-		ch.NotifyContent(0, 0)
+		invalidateTree(ch)
 	}
 }
 

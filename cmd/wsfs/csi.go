@@ -52,9 +52,7 @@ SIGTERM or SIGINT: stop answering, unbind the targets and unmount the sessions
 --metrics-address HOST:PORT or unix:///PATH serves GET /metrics (the daemon's
 metrics and the CSI calls).`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runCSI(cmd, f)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCSI(cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint (unix:///PATH)")
