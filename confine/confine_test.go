@@ -87,6 +87,9 @@ func newJailEnv(t testing.TB) *jailEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := e.srv.DisablePoll(); err != nil { // this test process opens files through it
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		// A jail that just exited holds the mount until the kernel has
 		// torn its namespaces down, after its last process: polled, with
@@ -462,6 +465,9 @@ func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 	srv, err := fusefs.Mount(fusefs.Config{Root: other, Mountpoint: otherMnt, Policy: pol, Session: "other",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.DisablePoll(); err != nil {
 		t.Fatal(err)
 	}
 	unmounted := make(chan error, 1)

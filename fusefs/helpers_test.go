@@ -268,6 +268,7 @@ func mountHostViewT(t *testing.T, cfg fusefs.HostViewConfig) *fusefs.Server {
 		t.Fatalf("fusefs.MountHostView(%s): %v", cfg.Mountpoint, err)
 	}
 	t.Cleanup(func() { unmountT(t, srv, cfg.Mountpoint) })
+	disablePollT(t, srv)
 	return srv
 }
 
@@ -292,7 +293,17 @@ func mountCfgT(t *testing.T, cfg fusefs.Config) *fusefs.Server {
 		t.Errorf("Mount returned nil error but %s is not in /proc/mounts", cfg.Mountpoint)
 	}
 	t.Cleanup(func() { unmountT(t, srv, cfg.Mountpoint) })
+	disablePollT(t, srv)
 	return srv
+}
+
+// disablePollT readies srv for the test's own opens through it (the test
+// process is also the server: see Server.DisablePoll).
+func disablePollT(t *testing.T, srv *fusefs.Server) {
+	t.Helper()
+	if err := srv.DisablePoll(); err != nil {
+		t.Fatalf("DisablePoll: %v", err)
+	}
 }
 
 func unmountT(t *testing.T, srv *fusefs.Server, mnt string) {

@@ -31,7 +31,9 @@ type Server struct {
 	waitOnce sync.Once
 }
 
-// Mount validates cfg, mounts and returns once the kernel serves the mount.
+// Mount validates cfg, mounts and returns once mount(2) is done; the kernel
+// holds the first requests until the server has answered INIT. Mount does no
+// I/O on the new mount itself (see DisablePoll).
 // As root it calls mount(2) itself (go-fuse DirectMount), otherwise
 // fusermount3; an unprivileged server has no FUSE passthrough (reads and
 // writes go through it) and creates every object as its own user. It sets the process umask to 0: the kernel has already applied
@@ -208,10 +210,14 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 		return nil, err
 	}
 	m.fuseSrv.Store(srv)
+	// No srv.WaitMount: its pollHack opens and polls a file through the new
+	// mount from this process, and a SIGKILL that lands while one of those
+	// requests is read but not yet answered leaves the process unkillable
+	// (fs/fuse/dev.c, request_wait_answer waits out a sent request, and the
+	// stuck thread keeps /dev/fuse open). mount(2) has returned; the kernel
+	// holds every request until Serve answers INIT (fuse_get_req waits for
+	// fc->initialized), so the mount is usable as it is.
 	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		return nil, err
-	}
 	return srv, nil
 }
 
@@ -483,6 +489,19 @@ func (s *Server) Unmount(force bool) error {
 	s.Wait()
 	return nil
 }
+
+// DisablePoll makes the kernel stop sending FUSE_POLL to this mount: it opens
+// and polls a file through the mount, the server answers ENOSYS and the
+// kernel sets no_poll for the connection (go-fuse's WaitMount pollHack). A
+// process that opens files of its own mount with package os must call it
+// before the first open: Go's runtime adds every opened file to its epoll set
+// with a raw epoll_ctl(2) that keeps its P while the kernel waits for the
+// server's answer to FUSE_POLL, a deadlock when no other P is free to run the
+// server (GOMAXPROCS=1). Mount does not call it, because it is I/O by the
+// server on its own mount (see mountRaw); servers that never touch their own
+// mounts, as wsfs's daemon and CLI do not, need not. Errors are those of
+// open(2) through the mount.
+func (s *Server) DisablePoll() error { return s.fuse.WaitMount() }
 
 // Wait blocks until the mount is gone (unmounted by anyone) and the server's
 // descriptors are closed.

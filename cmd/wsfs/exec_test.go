@@ -82,6 +82,7 @@ func TestJailSpecHostView(t *testing.T) {
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{Mountpoint: hv, Policy: pol, Session: "s1",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
+	require.NoError(t, srv.DisablePoll()) // this test process opens files through it
 	t.Cleanup(func() {
 		if err := srv.Unmount(false); err != nil {
 			t.Errorf("unmount %s: %v", hv, err)
@@ -132,6 +133,7 @@ func TestJailSpecHostView(t *testing.T) {
 	ssrv, err := fusefs.Mount(fusefs.Config{Root: proj, Mountpoint: s.Mountpoint, Policy: pol, Session: "s1", HostView: hv,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
+	require.NoError(t, ssrv.DisablePoll())
 	t.Cleanup(func() {
 		if err := ssrv.Unmount(false); err != nil {
 			t.Errorf("unmount %s: %v", s.Mountpoint, err)
