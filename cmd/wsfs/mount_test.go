@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -51,8 +50,8 @@ const waitLimit = time.Minute
 // mountRun is a `wsfs mount` running in the background of a test.
 type mountRun struct {
 	stdout, stderr syncBuffer
-	cancel         context.CancelFunc
-	done           chan int // the exit code, once run returns
+	cancel         func()   // asks it to stop, as SIGTERM
+	done           chan int // the exit code, once it exited (-1: killed by a signal)
 }
 
 // requireFUSE skips the test when this machine cannot mount FUSE file systems.
@@ -84,16 +83,27 @@ func mounted(t *testing.T, mountpoint string) bool {
 	return false
 }
 
-// startMount runs `wsfs mount args...` in the background and waits until it
-// printed its first line (mounted, or an error). Cleanup stops it and
-// removes any mount left at mountpoint.
+// startMount runs `wsfs mount args...` in the background, as a child
+// process (the test binary as the CLI, TestMain), and waits until it printed
+// its first line (mounted, or an error). In a child, since this process
+// opens files through the mount: served from this process too, the Go
+// runtime's epoll registration of such a file waits on a FUSE_POLL that no
+// free P may be left to answer (fusefs.Server.DisablePoll). m.cancel sends
+// SIGTERM. Cleanup stops it and removes any mount left at mountpoint.
 func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &mountRun{cancel: cancel, done: make(chan int, 1)}
-	go func() { m.done <- runContext(ctx, append([]string{"mount"}, args...), &m.stdout, &m.stderr) }()
+	cmd := exec.Command(os.Args[0], append([]string{"mount"}, args...)...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	m := &mountRun{done: make(chan int, 1)}
+	cmd.Stdout, cmd.Stderr = &m.stdout, &m.stderr
+	require.NoError(t, cmd.Start())
+	m.cancel = func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
+	go func() {
+		_ = cmd.Wait()
+		m.done <- cmd.ProcessState.ExitCode()
+	}()
 	t.Cleanup(func() {
-		cancel()
+		m.cancel()
 		select {
 		case <-m.done:
 		case <-time.After(waitLimit):
