@@ -48,7 +48,8 @@
 # git status and tar once (and, before the first, go vet and go build), so
 # every repetition starts warm.
 # The table gives the median seconds over the repetitions, the ratio to native
-# and, last, the geometric mean of each column's ratios.
+# and, last, the geometric mean of each column's ratios; a second table the
+# fastest and slowest repetition of each cell.
 #
 # Server cost: CPU seconds (utime + stime from /proc/PID/stat) of each server
 # process during each timed workload (median over repetitions), its total over
@@ -449,6 +450,11 @@ median() { # numbers on stdin -> median
 }
 med() { awk -v w="$1" -v c="$2" -F'\t' '$1 == w && $2 == c { print $4 }' "$RESULTS" | median; }
 medcpu() { awk -v w="$1" -v c="$2" -F'\t' '$1 == w && $2 == c { print $6 }' "$RESULTS" | median; }
+# spread WORKLOAD CONFIG: "min–max" seconds over the repetitions.
+spread() {
+	awk -v w="$1" -v c="$2" -F'\t' '$1 == w && $2 == c { print $4 }' "$RESULTS" | sort -g |
+		awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%.3f–%.3f", lo, hi }'
+}
 nfail() { awk -v w="$1" -v c="$2" -F'\t' '$1 == w && $2 == c && $5 != "ok" { n++ } END { print n + 0 }' "$RESULTS"; }
 # cell SECONDS NATIVE FAILS: "s (ratio)", marked when some repetition failed.
 cell() {
@@ -499,6 +505,23 @@ for f in "${FAILED[@]}"; do
 	echo "FAIL: $w on $c in $(nfail "$w" "$c") of $REPS repetitions (its time is until it failed). Its stderr begins:"
 	echo
 	head -5 "$TMP/err-$w-$c-$errf" | sed 's/^/    /'
+done
+
+echo
+echo "Spread: fastest–slowest seconds over the repetitions (a single row whose ranges overlap is within this run's noise):"
+echo
+hdr="| workload | native"
+sep="|---|---:"
+for c in "${FUSECONFIGS[@]}"; do
+	hdr+=" | $c"
+	sep+="|---:"
+done
+echo "$hdr |"
+echo "$sep|"
+for w in "${WORKLOADS[@]}"; do
+	row="| $w | $(spread "$w" native)"
+	for c in "${FUSECONFIGS[@]}"; do row+=" | $(spread "$w" "$c")"; done
+	echo "$row |"
 done
 
 echo
