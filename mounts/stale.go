@@ -174,6 +174,10 @@ func abortRecordedMounts(sessDir string) {
 	}
 }
 
+// betweenLockLooks, when set (tests), runs between takeLock's first attempt
+// and its look at /proc/locks.
+var betweenLockLooks func()
+
 // takeLock takes the state directory's lock on f. When a dying daemon (see
 // above) holds it, the connections of the mounts it recorded are aborted so
 // that it can finish, and the lock is awaited up to lockWait.
@@ -182,7 +186,20 @@ func takeLock(f *os.File, lockPath, sessDir string) error {
 	if err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
 		return err
 	}
+	if betweenLockLooks != nil {
+		betweenLockLooks()
+	}
 	pid := lockHolder(lockPath)
+	if pid == 0 {
+		// No holder listed: it let go between the two looks (a killed
+		// daemon releases the lock with the first of its descriptors the
+		// kernel closes). Look once more.
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
+			return err
+		}
+		pid = lockHolder(lockPath)
+	}
 	if pid == 0 || !dying(pid) {
 		return fmt.Errorf("held by pid %d", pid)
 	}

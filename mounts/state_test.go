@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wsfs/wsfs/mounts/api"
 )
 
@@ -191,5 +193,38 @@ func TestDuplicateKey(t *testing.T) {
 		if got != want {
 			t.Errorf("duplicateKey(%s) = %q, want %q", body, got, want)
 		}
+	}
+}
+
+// A lock holder that lets go between takeLock's first attempt and its look
+// at /proc/locks (a killed daemon exiting) leaves no holder to name: takeLock
+// looks once more and takes the lock, where it said "held by pid 0" before.
+// A live holder is still named.
+func TestTakeLockHolderLetGo(t *testing.T) {
+	dir := t.TempDir()
+	lockPath := filepath.Join(dir, "lock")
+	open := func() *os.File {
+		f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	holder, f := open(), open() // two open file descriptions: flock(2) locks conflict
+	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	err := takeLock(f, lockPath, dir)
+	if want := fmt.Sprintf("held by pid %d", os.Getpid()); err == nil || err.Error() != want {
+		t.Fatalf("takeLock with a live holder = %v, want %q", err, want)
+	}
+	betweenLockLooks = func() { unix.Flock(int(holder.Fd()), unix.LOCK_UN) }
+	t.Cleanup(func() { betweenLockLooks = nil })
+	if err := takeLock(f, lockPath, dir); err != nil {
+		t.Fatalf("takeLock after the holder let go = %v, want nil", err)
+	}
+	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Errorf("flock by another description after takeLock = %v, want EWOULDBLOCK (takeLock holds it)", err)
 	}
 }
