@@ -87,9 +87,6 @@ func newJailEnv(t testing.TB) *jailEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.DisablePoll(); err != nil { // this test process opens files through it
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		// A jail that just exited holds the mount until the kernel has
 		// torn its namespaces down, after its last process: polled, with
@@ -106,6 +103,9 @@ func newJailEnv(t testing.TB) *jailEnv {
 			}
 		}
 	})
+	if err := e.srv.DisablePoll(); err != nil { // this test process opens files through it
+		t.Fatal(err)
+	}
 	return e
 }
 
@@ -467,9 +467,6 @@ func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.DisablePoll(); err != nil {
-		t.Fatal(err)
-	}
 	unmounted := make(chan error, 1)
 	t.Cleanup(func() {
 		select {
@@ -478,6 +475,9 @@ func TestJailDoesNotHoldOtherMounts(t *testing.T) {
 			srv.Unmount(true)
 		}
 	})
+	if err := srv.DisablePoll(); err != nil {
+		t.Fatal(err)
+	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(otherMnt, &st); err != nil {
 		t.Fatal(err)

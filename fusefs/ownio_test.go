@@ -39,9 +39,9 @@ func (b *lockedBuffer) String() string {
 // (log.Default) names every request the server reads.
 func TestMountDoesNoOwnIO(t *testing.T) {
 	var out lockedBuffer
-	prevOut, prevFlags := log.Writer(), log.Flags()
+	prev := log.Writer()
 	log.SetOutput(&out)
-	t.Cleanup(func() { log.SetOutput(prevOut); log.SetFlags(prevFlags) })
+	t.Cleanup(func() { log.SetOutput(prev) })
 
 	dir := canonT(t, t.TempDir())
 	root, mnt := filepath.Join(dir, "root"), filepath.Join(dir, "mnt")

@@ -31,8 +31,9 @@ type Server struct {
 	waitOnce sync.Once
 }
 
-// Mount validates cfg, mounts and returns once mount(2) is done; the kernel
-// holds the first requests until the server has answered INIT. Mount does no
+// Mount validates cfg, mounts and returns once the server has answered the
+// kernel's INIT (go-fuse's NewServer does, before it returns); requests made
+// from then on wait in /dev/fuse until the server reads them. Mount does no
 // I/O on the new mount itself (see DisablePoll).
 // As root it calls mount(2) itself (go-fuse DirectMount), otherwise
 // fusermount3; an unprivileged server has no FUSE passthrough (reads and
@@ -214,9 +215,9 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	// mount from this process, and a SIGKILL that lands while one of those
 	// requests is read but not yet answered leaves the process unkillable
 	// (fs/fuse/dev.c, request_wait_answer waits out a sent request, and the
-	// stuck thread keeps /dev/fuse open). mount(2) has returned; the kernel
-	// holds every request until Serve answers INIT (fuse_get_req waits for
-	// fc->initialized), so the mount is usable as it is.
+	// stuck thread keeps /dev/fuse open). NewServer has mounted and answered
+	// INIT; every request from now on waits in /dev/fuse until Serve reads
+	// it, so the mount is usable as it is.
 	go srv.Serve()
 	return srv, nil
 }
@@ -692,10 +693,13 @@ func (e *NotMountError) Error() string {
 // its cache, so a hung file system elsewhere cannot block the scan.
 func Holders(mountpoint string) []Holder {
 	mountpoint = filepath.Clean(mountpoint)
+	// The mount's device from the inode the kernel has (AT_STATX_DONT_SYNC,
+	// no attributes asked): never a GETATTR to a server that may be this
+	// process.
 	var dev uint64
-	var mst unix.Stat_t
-	if unix.Stat(mountpoint, &mst) == nil {
-		dev = mst.Dev
+	var mst unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, mountpoint, unix.AT_STATX_DONT_SYNC, 0, &mst) == nil {
+		dev = unix.Mkdev(mst.Dev_major, mst.Dev_minor)
 	}
 	ents, _ := os.ReadDir("/proc")
 	var hs []Holder

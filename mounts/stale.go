@@ -178,31 +178,70 @@ func abortRecordedMounts(sessDir string) {
 // and its look at /proc/locks.
 var betweenLockLooks func()
 
-// takeLock takes the state directory's lock on f. When a dying daemon (see
-// above) holds it, the connections of the mounts it recorded are aborted so
-// that it can finish, and the lock is awaited up to lockWait.
+// takeLock takes the state directory's lock on f and writes this process's
+// pid into it. When a dying daemon (see above) holds it, or held it last
+// (its pid in the file) and is still exiting, the connections of the mounts
+// it recorded are aborted so that it can finish, and its end is awaited up
+// to lockWait: the lock goes with the first of its descriptors the kernel
+// closes, the rest (its socket among them, which the next Listen would find
+// still accepting) after it.
 func takeLock(f *os.File, lockPath, sessDir string) error {
 	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	if err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
+	if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
 		return err
 	}
-	if betweenLockLooks != nil {
-		betweenLockLooks()
+	if err != nil {
+		if betweenLockLooks != nil {
+			betweenLockLooks()
+		}
+		pid := lockHolder(lockPath)
+		if pid == 0 {
+			// No holder listed: it let go between the two looks.
+			// Look once more.
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
+				return err
+			}
+			if err != nil {
+				pid = lockHolder(lockPath)
+			}
+		}
+		if err != nil {
+			if pid == 0 || !dying(pid) {
+				return fmt.Errorf("held by pid %d", pid)
+			}
+			if err := awaitExit(f, pid, sessDir); err != nil {
+				return err
+			}
+		}
 	}
-	pid := lockHolder(lockPath)
-	if pid == 0 {
-		// No holder listed: it let go between the two looks (a killed
-		// daemon releases the lock with the first of its descriptors the
-		// kernel closes). Look once more.
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
+	if prev := recordedHolder(f); prev != 0 && prev != os.Getpid() && dying(prev) {
+		if err := awaitExit(f, prev, sessDir); err != nil {
 			return err
 		}
-		pid = lockHolder(lockPath)
 	}
-	if pid == 0 || !dying(pid) {
-		return fmt.Errorf("held by pid %d", pid)
+	// Best effort: without it a successor only loses the wait above.
+	if f.Truncate(0) == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
+	return nil
+}
+
+// recordedHolder returns the pid the lock's last holder wrote into f, or 0.
+func recordedHolder(f *os.File) int {
+	buf := make([]byte, 32)
+	n, _ := f.ReadAt(buf, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// awaitExit aborts the FUSE connections of the mounts recorded in sessDir
+// and waits up to lockWait until the dying process pid has finished and f
+// holds the lock; on timeout f does not hold it.
+func awaitExit(f *os.File, pid int, sessDir string) error {
 	started := procStat(pid) // to tell it from a later process with its pid
 	abortRecordedMounts(sessDir)
 	deadline := time.Now().Add(lockWait)
@@ -211,9 +250,6 @@ func takeLock(f *os.File, lockPath, sessDir string) error {
 		if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
 			return err
 		}
-		// The lock goes with the first of its descriptors the kernel
-		// closes; the rest (its socket among them, which the next Listen
-		// would find still accepting) go after it: wait for all.
 		if err == nil && finished(pid, started) {
 			return nil
 		}

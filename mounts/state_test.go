@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -226,5 +227,36 @@ func TestTakeLockHolderLetGo(t *testing.T) {
 	}
 	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
 		t.Errorf("flock by another description after takeLock = %v, want EWOULDBLOCK (takeLock holds it)", err)
+	}
+	if b, err := os.ReadFile(lockPath); err != nil || string(b) != fmt.Sprintf("%d\n", os.Getpid()) {
+		t.Errorf("lock file after takeLock = %q, %v; want this process's pid", b, err)
+	}
+}
+
+// The pid of the lock's last holder, recorded in the file, is waited for only
+// while that process is dying: a live one (a stale record whose pid now
+// names another process) delays nothing.
+func TestTakeLockRecordedHolderAlive(t *testing.T) {
+	dir := t.TempDir()
+	lockPath := filepath.Join(dir, "lock")
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	if err := os.WriteFile(lockPath, []byte(fmt.Sprintf("%d\n", other.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(lockPath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	// Waiting for it would end in "has not exited" after lockWait.
+	if err := takeLock(f, lockPath, dir); err != nil {
+		t.Fatalf("takeLock with a live recorded holder = %v, want nil", err)
+	}
+	if b, err := os.ReadFile(lockPath); err != nil || string(b) != fmt.Sprintf("%d\n", os.Getpid()) {
+		t.Errorf("lock file after takeLock = %q, %v; want this process's pid", b, err)
 	}
 }

@@ -82,13 +82,13 @@ func TestJailSpecHostView(t *testing.T) {
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{Mountpoint: hv, Policy: pol, Session: "s1",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
-	require.NoError(t, srv.DisablePoll()) // this test process opens files through it
 	t.Cleanup(func() {
 		if err := srv.Unmount(false); err != nil {
 			t.Errorf("unmount %s: %v", hv, err)
 			srv.Unmount(true)
 		}
 	})
+	require.NoError(t, srv.DisablePoll()) // this test process opens files through it
 	s := api.Session{ID: "s1", Root: proj, Mountpoint: filepath.Join(base, "mnt/s1"), TmpDir: filepath.Join(base, "state/tmp/s1"), Policy: spec}
 	h := api.Health{StateDir: filepath.Join(base, "state"), MountBase: filepath.Join(base, "mnt")}
 	js, _ := jailSpec(s, api.WorkDir{}, []api.Session{s}, h, filepath.Join(base, "run"), nil)
@@ -133,13 +133,13 @@ func TestJailSpecHostView(t *testing.T) {
 	ssrv, err := fusefs.Mount(fusefs.Config{Root: proj, Mountpoint: s.Mountpoint, Policy: pol, Session: "s1", HostView: hv,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
-	require.NoError(t, ssrv.DisablePoll())
 	t.Cleanup(func() {
 		if err := ssrv.Unmount(false); err != nil {
 			t.Errorf("unmount %s: %v", s.Mountpoint, err)
 			ssrv.Unmount(true)
 		}
 	})
+	require.NoError(t, ssrv.DisablePoll())
 	js.Cwd = proj
 	js.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	js.Args = []string{"bash", "-c", `pwd -P; echo w > "$1/rw/f" && echo rw-ok; echo w > "$1/ro/f" || echo ro-refused; ls "$1/secret" | wc -l; echo p > p && echo proj-ok`, "jail", base}

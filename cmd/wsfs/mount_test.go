@@ -94,6 +94,7 @@ func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"mount"}, args...)...)
 	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // not left serving if this test dies
 	m := &mountRun{done: make(chan int, 1)}
 	cmd.Stdout, cmd.Stderr = &m.stdout, &m.stderr
 	require.NoError(t, cmd.Start())
@@ -107,7 +108,8 @@ func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 		select {
 		case <-m.done:
 		case <-time.After(waitLimit):
-			t.Errorf("wsfs mount did not return")
+			t.Errorf("wsfs mount did not return on SIGTERM; killed")
+			_ = cmd.Process.Kill()
 		}
 		// The host view first: a leftover one would let the temp dir's
 		// RemoveAll walk the whole host.
