@@ -1,35 +1,14 @@
 package fusefs_test
 
 import (
-	"bytes"
 	"log"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/wsfs/wsfs/fusefs"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines to log to
-// while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Mount does no I/O on its own new mount. go-fuse's WaitMount opens and
 // polls a magic file through it (pollHack), and a SIGKILL that lands while
@@ -38,7 +17,7 @@ func (b *lockedBuffer) String() string {
 // test). DisablePoll does that I/O only when asked. go-fuse's debug output
 // (log.Default) names every request the server reads.
 func TestMountDoesNoOwnIO(t *testing.T) {
-	var out lockedBuffer
+	var out syncBuffer // acceptance_policy_test.go
 	prev := log.Writer()
 	log.SetOutput(&out)
 	t.Cleanup(func() { log.SetOutput(prev) })
