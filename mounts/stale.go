@@ -186,27 +186,24 @@ var betweenLockLooks func()
 // closes, the rest (its socket among them, which the next Listen would find
 // still accepting) after it.
 func takeLock(f *os.File, lockPath, sessDir string) error {
-	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
+	taken, err := tryLock(f)
+	if err != nil {
 		return err
 	}
-	if err != nil {
+	if !taken {
 		if betweenLockLooks != nil {
 			betweenLockLooks()
 		}
 		pid := lockHolder(lockPath)
-		if pid == 0 {
-			// No holder listed: it let go between the two looks.
-			// Look once more.
-			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-			if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
+		if pid == 0 { // no holder listed: it let go between the two looks
+			if taken, err = tryLock(f); err != nil {
 				return err
 			}
-			if err != nil {
+			if !taken {
 				pid = lockHolder(lockPath)
 			}
 		}
-		if err != nil {
+		if !taken {
 			if pid == 0 || !dying(pid) {
 				return fmt.Errorf("held by pid %d", pid)
 			}
@@ -225,6 +222,16 @@ func takeLock(f *os.File, lockPath, sessDir string) error {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return nil
+}
+
+// tryLock takes the exclusive flock(2) on f without waiting: false when
+// another open file description holds it (EWOULDBLOCK), an error otherwise.
+func tryLock(f *os.File) (bool, error) {
+	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // recordedHolder returns the pid the lock's last holder wrote into f, or 0.
@@ -246,15 +253,15 @@ func awaitExit(f *os.File, pid int, sessDir string) error {
 	abortRecordedMounts(sessDir)
 	deadline := time.Now().Add(lockWait)
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
+		taken, err := tryLock(f)
+		if err != nil {
 			return err
 		}
-		if err == nil && finished(pid, started) {
+		if taken && finished(pid, started) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			if err == nil {
+			if taken {
 				unix.Flock(int(f.Fd()), unix.LOCK_UN)
 			}
 			return fmt.Errorf("held by pid %d, which was killed but has not exited after %s", pid, lockWait)
