@@ -56,3 +56,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/hanwen/go-fuse/v2 => ./third_party/go-fuse
