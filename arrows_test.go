@@ -16,7 +16,7 @@ const module = "github.com/wsfs/wsfs"
 
 // arrows are the documented dependencies between the module's packages
 // (module-relative), DESIGN.md: `cmd → (csi →) mounts → fusefs → policy →
-// identity`, `resolver → identity`, `mounts/client → mounts/api`, `cmd →
+// identity`, `fusefs → transport` (the FUSE connection, Round 4), `resolver → identity`, `mounts/client → mounts/api`, `cmd →
 // confine`, with the edges of its table (mounts uses resolver and the wire
 // types of mounts/api; cmd uses the client and the resolver). A package may
 // import what these arrows reach, directly or through others: the arrows
@@ -30,7 +30,8 @@ var arrows = map[string][]string{
 	"identity":      nil,
 	"policy":        {"identity"},
 	"resolver":      {"identity"},
-	"fusefs":        {"policy", "identity"},
+	"fusefs":        {"policy", "identity", "transport"},
+	"transport":     nil,
 	"mounts":        {"fusefs", "resolver", "mounts/api", "docs"},
 	"docs":          nil,
 	"mounts/api":    nil,
