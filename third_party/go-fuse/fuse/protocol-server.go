@@ -31,6 +31,9 @@ type protocolServer struct {
 	// Capabilities sent in InitOut.
 	negotiatedFlags uint64
 
+	// initOut is the INIT reply given (see Server.InitOut).
+	initOut InitOut
+
 	opts *MountOptions
 
 	// Pools for []byte

@@ -69,6 +69,12 @@ type Server struct {
 
 	// for implementing single threaded processing.
 	requestProcessingMu sync.Mutex
+
+	// paused is set by Pause: requests read then are left unanswered.
+	// pauseMu is held shared by every request being handled, so Pause
+	// can wait for them.
+	paused  atomic.Bool
+	pauseMu sync.RWMutex
 }
 
 // SetDebug is deprecated. Use MountOptions.Debug instead.
@@ -220,35 +226,7 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 		maxReaders = maxMaxReaders
 	}
 
-	readBufSize, readBufBytes, _ := requestAccountingSizes(o.MaxWrite)
-
-	ms := &Server{
-		protocolServer: protocolServer{
-			fileSystem:  fs,
-			retrieveTab: make(map[uint64]*retrieveCacheRequest),
-			opts:        &o,
-		},
-		opts:         &o,
-		maxReaders:   maxReaders,
-		singleReader: useSingleReader,
-		ready:        make(chan error, 1),
-	}
-	ms.reqPool.New = func() any {
-		return &requestAlloc{
-			request: request{
-				cancel: make(chan struct{}),
-			},
-		}
-	}
-	ms.readPool.New = func() any {
-		// O_DIRECT typically requires buffers aligned to
-		// blocksize (see man 2 open), but requirements vary
-		// across file systems. Presumably, we could also fix
-		// this by reading the requests using readv.
-		buf := make([]byte, readBufBytes)
-		buf = alignSlice(buf, unsafe.Sizeof(WriteIn{}), logicalBlockSize, uintptr(readBufSize))
-		return buf
-	}
+	ms := newServer(fs, &o, maxReaders)
 	mountPoint = filepath.Clean(mountPoint)
 	if !filepath.IsAbs(mountPoint) {
 		cwd, err := os.Getwd()
@@ -279,6 +257,40 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 	// synchronously or asynchronously.
 	ms.fuseFD.loops.Add(1)
 	return ms, nil
+}
+
+// newServer returns a Server for fs with options o (defaults set), not yet
+// bound to a connection.
+func newServer(fs RawFileSystem, o *MountOptions, maxReaders int) *Server {
+	readBufSize, readBufBytes, _ := requestAccountingSizes(o.MaxWrite)
+	ms := &Server{
+		protocolServer: protocolServer{
+			fileSystem:  fs,
+			retrieveTab: make(map[uint64]*retrieveCacheRequest),
+			opts:        o,
+		},
+		opts:         o,
+		maxReaders:   maxReaders,
+		singleReader: useSingleReader,
+		ready:        make(chan error, 1),
+	}
+	ms.reqPool.New = func() any {
+		return &requestAlloc{
+			request: request{
+				cancel: make(chan struct{}),
+			},
+		}
+	}
+	ms.readPool.New = func() any {
+		// O_DIRECT typically requires buffers aligned to
+		// blocksize (see man 2 open), but requirements vary
+		// across file systems. Presumably, we could also fix
+		// this by reading the requests using readv.
+		buf := make([]byte, readBufBytes)
+		buf = alignSlice(buf, unsafe.Sizeof(WriteIn{}), logicalBlockSize, uintptr(readBufSize))
+		return buf
+	}
+	return ms
 }
 
 func requestAccountingSizes(maxWrite int) (readBufSize, readBufBytes, reqAllocBytes int) {
@@ -494,6 +506,12 @@ exit:
 
 func (ms *Server) handleRequest(req *requestAlloc) Status {
 	defer ms.fuseFD.returnRequest(req)
+	ms.pauseMu.RLock()
+	defer ms.pauseMu.RUnlock()
+	if ms.paused.Load() {
+		// Left unanswered for NotifyResend (see Pause).
+		return OK
+	}
 	if ms.opts.SingleThreaded {
 		ms.requestProcessingMu.Lock()
 		defer ms.requestProcessingMu.Unlock()
