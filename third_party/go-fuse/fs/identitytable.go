@@ -44,6 +44,11 @@ type nodeEntry struct {
 	// by the identity lookups below.
 	backingID         int32
 	backingIDRefcount int
+
+	// restored is set for a node registered by Inode.RestoreChild: its
+	// kernel lookup count is not known, so a FORGET may name more than
+	// lookupCount (see RestoreChild).
+	restored bool
 }
 
 // mapIdentityTable owns every kernel-facing number: nodeids and file
@@ -208,6 +213,9 @@ func (t *mapIdentityTable) decLookup(nodeID uint64, nlookup uint64) (n *Inode, r
 	e := t.nodes[nodeID]
 	if e == nil {
 		log.Panicf("decLookup: unknown node %d", nodeID)
+	}
+	if nlookup > e.lookupCount && e.restored {
+		nlookup = e.lookupCount
 	}
 	if nlookup > e.lookupCount {
 		log.Panicf("n%d lookupCount underflow: lookupCount=%d, decrement=%d", nodeID, e.lookupCount, nlookup)
