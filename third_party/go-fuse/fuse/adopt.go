@@ -128,3 +128,13 @@ func (ms *Server) Resume() Status {
 	ms.paused.Store(false)
 	return ms.NotifyResend()
 }
+
+// DeviceFD returns the number of the /dev/fuse descriptor the server
+// reads, for a caller that keeps a duplicate of it beyond this process's
+// life so that the connection survives (see NewServerOnFD). It stays
+// owned by the Server; -1 once the Server closed it.
+func (ms *Server) DeviceFD() int {
+	n := -1
+	ms.fuseFD.withFD(func(fd int) { n = fd })
+	return n
+}
