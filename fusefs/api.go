@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // SymlinkMode says how symlinks in the backing tree are presented.
@@ -80,6 +81,18 @@ type Config struct {
 	// DefaultTimeout (entry, attr) and no negative caching without it.
 	// A negative value means 0 (no caching).
 	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
+
+	// Keep, when set, keeps the connection in this descriptor store so
+	// that it outlives the process (DESIGN.md, "Round 4"; keep.go): its
+	// /dev/fuse descriptor and a state from which a successor serves it
+	// on (Adopt). Unmount removes it from the store.
+	Keep transport.Store
+	// Adopt, when set, serves this connection taken from a store
+	// (transport.TakeConns) instead of mounting: no mount(2), no INIT, the
+	// kernel's nodes and open handles restored, what the predecessor left
+	// unanswered asked for again. Its Meta must name the same root and
+	// mountpoint. On error the caller still owns it (Close, Forget).
+	Adopt *transport.Conn
 }
 
 // DefaultTimeout is the entry and attr timeout of a mount without the watcher

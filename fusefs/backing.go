@@ -64,6 +64,9 @@ func (n *node) passthroughID() int32 {
 	}
 	b.id = id
 	n.desc.backing.Store(&backingRef{srv: srv, id: id})
+	if st := n.m.keepState(); st != nil {
+		st.SetBacking(n.StableAttr().Ino, id)
+	}
 	return id
 }
 

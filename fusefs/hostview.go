@@ -20,6 +20,7 @@ import (
 
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // HostViewConfig is what MountHostView needs (DESIGN.md, "Host view").
@@ -56,6 +57,9 @@ type HostViewConfig struct {
 	NoWatch                                    bool
 	Debug                                      bool
 	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
+	// Keep and Adopt are Config's.
+	Keep  transport.Store
+	Adopt *transport.Conn
 }
 
 // DefaultHidden are the places every host view hides (treats as a none
@@ -501,7 +505,9 @@ func (h *hostView) linkAttr(n *node, a *fuse.Attr) {
 func (n *node) addLinkNode(ctx context.Context, p, text string, out *fuse.EntryOut) *fs.Inode {
 	ch := n.m.newNode(-1, p)
 	ch.linkText = text
-	in := n.NewInode(ctx, ch, fs.StableAttr{Mode: syscall.S_IFLNK, Ino: n.m.host.linkIno[p]})
+	sa := fs.StableAttr{Mode: syscall.S_IFLNK, Ino: n.m.host.linkIno[p]}
+	n.m.keepNode(ch, sa, p)
+	in := n.NewInode(ctx, ch, sa)
 	n.m.host.linkAttr(ch, &out.Attr)
 	out.Attr.Ino = n.m.host.linkIno[p]
 	return in
@@ -530,8 +536,15 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 	if !filepath.IsAbs(cfg.Mountpoint) {
 		return nil, fmt.Errorf("host view mountpoint %q: must be absolute", cfg.Mountpoint)
 	}
-	mpCanon, err := checkEmptyDir(cfg.Mountpoint)
-	if err != nil {
+	var mpCanon string
+	var err error
+	if cfg.Adopt != nil {
+		// Not looked at: it is the adopted connection's, not served yet.
+		mpCanon = filepath.Clean(cfg.Mountpoint)
+		if cfg.Adopt.Meta.Mountpoint != mpCanon || cfg.Adopt.Meta.Kind != "hostview" {
+			return nil, fmt.Errorf("host view mountpoint %q: the connection taken over is %s %q", cfg.Mountpoint, cfg.Adopt.Meta.Kind, cfg.Adopt.Meta.Mountpoint)
+		}
+	} else if mpCanon, err = checkEmptyDir(cfg.Mountpoint); err != nil {
 		return nil, err
 	}
 	h := &hostView{
@@ -585,6 +598,7 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 	return m.serve(rootFd, &st, serveOpts{
 		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
+		kind: "hostview", keep: cfg.Keep, adopt: cfg.Adopt,
 	})
 }
 

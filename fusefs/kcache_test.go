@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // bigDir is large enough that listing it takes many READDIRPLUS requests,
@@ -337,8 +339,20 @@ const childServeEnv = "WSFS_TEST_CHILD_SERVE"
 // serve until killed.
 func childServe(root string) {
 	pol, err := policy.Compile(policy.Spec{Primary: root, Temp: []string{}})
+	cfg := fusefs.Config{Root: root, Mountpoint: os.Getenv("WSFS_TEST_CHILD_MNT"), Policy: pol}
+	if sock := os.Getenv(childHolderEnv); sock != "" && err == nil {
+		// keep_test.go: keep the connection in the holder, and serve
+		// on the one kept there when there is one.
+		h := &transport.Holder{Socket: sock}
+		cfg.Keep = h
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		conns, _, terr := transport.TakeConns(h)
+		if err = terr; err == nil {
+			cfg.Adopt = conns[cfg.Mountpoint]
+		}
+	}
 	if err == nil {
-		_, err = fusefs.Mount(fusefs.Config{Root: root, Mountpoint: os.Getenv("WSFS_TEST_CHILD_MNT"), Policy: pol})
+		_, err = fusefs.Mount(cfg)
 	}
 	if err != nil {
 		fmt.Println("error:", err)

@@ -252,7 +252,9 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	sa := n.m.stable(&st)
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	child := n.NewInode(ctx, n.m.newNode(pfd, p), sa)
+	tn := n.m.newNode(pfd, p)
+	n.m.keepNode(tn, sa, p)
+	child := n.NewInode(ctx, tn, sa)
 	cn := child.Operations().(*node)
 	if id := cn.passthroughID(); id != 0 {
 		n.m.offerBacking(ctx, id)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // mount is the state one mount's nodes share.
@@ -44,6 +45,11 @@ type mount struct {
 	// host is set on a host view (MountHostView): hidden places, session
 	// links, mount-type checks.
 	host *hostView
+
+	// state records what a successor needs to serve this connection on,
+	// when it is kept in the store keptIn (keep.go); nil otherwise.
+	state  atomic.Pointer[transport.State]
+	keptIn transport.Store
 
 	// Inode numbers of objects on other devices than the root's,
 	// allocated one-to-one (DESIGN.md, "Host view": inode numbers).
@@ -223,6 +229,9 @@ func (m *mount) allocIno(k devIno) uint64 {
 	m.nextIno++
 	ino := 1<<63 | m.nextIno
 	m.inos[k] = ino
+	if st := m.keepState(); st != nil {
+		st.AllocIno(transport.InoAlloc{Dev: k.dev, Ino: k.ino, Alloc: ino})
+	}
 	return ino
 }
 
@@ -289,6 +298,7 @@ func (n *node) OnForget() {
 
 func (n *node) release() {
 	n.closeOnce.Do(func() {
+		n.m.keepForget(n.StableAttr().Ino)
 		if n.watched {
 			n.m.watch.remove(n)
 		}
@@ -425,7 +435,9 @@ func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, p strin
 	sa := n.m.stable(st)
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	return n.NewInode(ctx, n.m.newNode(fd, p), sa)
+	ch := n.m.newNode(fd, p)
+	n.m.keepNode(ch, sa, p)
+	return n.NewInode(ctx, ch, sa)
 }
 
 // ensureWatched places the directory's inotify watch the first time the

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // Server is one mounted file system. Its methods are safe for concurrent use.
@@ -55,7 +56,14 @@ func Mount(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, mpCanon, err := CheckMount(cfg.Root, cfg.Mountpoint, cfg.NonEmpty)
+	var root, mpCanon string
+	if cfg.Adopt != nil {
+		// The mountpoint is the adopted connection's own, not served yet:
+		// a look at it would wait for this very server.
+		root, mpCanon, err = checkAdopt(cfg.Root, cfg.Mountpoint, cfg.Adopt)
+	} else {
+		root, mpCanon, err = CheckMount(cfg.Root, cfg.Mountpoint, cfg.NonEmpty)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +111,7 @@ func Mount(cfg Config) (*Server, error) {
 	return m.serve(rootFd, &st, serveOpts{
 		mountpoint: cfg.Mountpoint, fsName: root, allowOther: cfg.AllowOther, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
+		kind: "mount", keep: cfg.Keep, adopt: cfg.Adopt,
 	})
 }
 
@@ -112,6 +121,9 @@ type serveOpts struct {
 	allowOther, debug  bool
 	noWatch            bool
 	entry, attr, neg   time.Duration
+	kind               string          // "mount" or "hostview", for the kept state
+	keep               transport.Store // keep the connection there (Config.Keep)
+	adopt              *transport.Conn // serve this connection (Config.Adopt)
 }
 
 // serve mounts the node tree rooted at rootFd (stat st) at o.mountpoint and
@@ -142,6 +154,10 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		AttrTimeout:     &attr,
 		NegativeTimeout: &neg,
 		RootStableAttr:  &rootAttr,
+		// Node IDs are inode numbers, so a successor that serves this
+		// connection on gives every object the ID the kernel knows it
+		// by (keep.go).
+		ExternalNodeID: true,
 		// Modes pass through as they are: without this go-fuse shows a
 		// mode-0000 file as 0644.
 		NullPermissions: true,
@@ -181,16 +197,40 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "noatime")
 	}
 	rootNode.ensureWatched()
-	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil)
+	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil, o.adopt)
 	if err != nil {
 		if m.watch != nil {
 			m.watch.close()
 		}
 		rootNode.desc.close()
+		if o.adopt != nil {
+			return nil, fmt.Errorf("take over %q: %w", o.mountpoint, err)
+		}
 		return nil, fmt.Errorf("mount %q: %w", o.mountpoint, err)
+	}
+	var live *transport.Live
+	if o.adopt != nil {
+		var restored, stale int
+		live, restored, stale = m.restore(o.adopt, rootNode, rootFd)
+		m.log.Info("connection taken over", m.sessionAttr("mountpoint", o.mountpoint,
+			"nodes", restored, "stale", stale, "handles", len(live.Files))...)
+	}
+	if o.keep != nil {
+		m.keep(o.keep, srv, o.kind, filepath.Clean(o.mountpoint), rootFd, live)
+	}
+	if o.adopt != nil {
+		o.adopt.State.Close()
+		o.adopt.State = nil
 	}
 	if m.watch != nil {
 		m.watch.start(rootNode)
+	}
+	go srv.Serve()
+	if o.adopt != nil {
+		if st := srv.NotifyResend(); !st.Ok() {
+			m.log.Warn("FUSE_NOTIFY_RESEND refused: requests the predecessor read may wait until interrupted",
+				m.sessionAttr("mountpoint", o.mountpoint, "status", st)...)
+		}
 	}
 	return &Server{m: m, fuse: srv, rootNode: rootNode}, nil
 }
@@ -198,7 +238,11 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 // mountRaw mounts root like go-fuse's fs.Mount, with directories served
 // without OPENDIR round trips (noOpendir) when cacheDirs: only with the
 // watcher are kernel-cached listings safe from host-side changes.
-func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool) (*fuse.Server, error) {
+//
+// With adopt, it serves that connection instead of mounting (fuse.NewServerOnFD
+// with the predecessor's INIT). The server is returned before it serves: the
+// caller restores and keeps state first, then runs Serve.
+func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool, adopt *transport.Conn) (*fuse.Server, error) {
 	raw := fs.NewNodeFS(root, opts)
 	if cacheDirs {
 		raw = &noOpendir{RawFileSystem: raw}
@@ -206,7 +250,14 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	if m.passthrough {
 		raw = &backingReply{RawFileSystem: raw, m: m}
 	}
-	srv, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
+	raw = &keepReply{RawFileSystem: raw, m: m}
+	var srv *fuse.Server
+	var err error
+	if adopt != nil {
+		srv, err = fuse.NewServerOnFD(raw, adopt.Fuse, mountpoint, &adopt.Meta.Init, &adopt.Meta.InitOut, &opts.MountOptions)
+	} else {
+		srv, err = fuse.NewServer(raw, mountpoint, &opts.MountOptions)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +269,6 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	// stuck thread keeps /dev/fuse open). NewServer has mounted and answered
 	// INIT; every request from now on waits in /dev/fuse until Serve reads
 	// it, so the mount is usable as it is.
-	go srv.Serve()
 	return srv, nil
 }
 
@@ -509,6 +559,7 @@ func (s *Server) DisablePoll() error { return s.fuse.WaitMount() }
 func (s *Server) Wait() {
 	s.fuse.Wait()
 	s.waitOnce.Do(func() {
+		s.m.unkeep(s.m.mountpoint)
 		if s.m.watch != nil {
 			s.m.watch.close()
 		}

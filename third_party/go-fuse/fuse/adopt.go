@@ -94,7 +94,7 @@ func (ms *Server) InitOut() InitOut {
 // number, which the reply echoes. ENOSYS-like errors from older kernels are
 // returned as they are.
 func (ms *Server) NotifyResend() Status {
-	h := OutHeader{Length: uint32(sizeOfOutHeader), Status: NOTIFY_RESEND}
+	h := OutHeader{Length: uint32(sizeOfOutHeader), Status: int32(-NOTIFY_RESEND)}
 	hb := unsafe.Slice((*byte)(unsafe.Pointer(&h)), sizeOfOutHeader)
 	_, errno := ms.fuseFD.writev([][]byte{hb})
 	return Status(errno)

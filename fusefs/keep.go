@@ -1,0 +1,426 @@
+package fusefs
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/transport"
+)
+
+// Connections that outlive the process (DESIGN.md, "Round 4"). With
+// Config.Keep, a mount's /dev/fuse descriptor and its state (transport.State)
+// are put in a descriptor store as soon as the kernel has answered INIT and
+// before the first request is served; from then on every node the kernel is
+// told of (by its node ID, which is the inode number: fs.Options
+// ExternalNodeID), every node it forgets, every open handle and its release,
+// every passthrough backing ID and every allocated inode number is appended
+// to the state. A successor (Config.Adopt) serves the same connection: it
+// finds each node again by its file handle (open_by_handle_at(2), so a
+// recycled inode number is ESTALE, never another file), registers nodes and
+// handles under the numbers the kernel holds, asks the kernel to send again
+// what the predecessor read but never answered (FUSE_NOTIFY_RESEND), and
+// serves. Processes in the mount see a pause.
+//
+// What does not survive: POSIX and OFD locks taken through the mount (they
+// belong to the predecessor's descriptors, which die with it), the position
+// of a directory listing in progress without the watcher (it restarts from
+// the first entry), and a request the predecessor had carried out but not
+// answered when it was killed (it is carried out again: an O_EXCL create or
+// a mkdir then fails with EEXIST). A takeover (Pause, then exit) has none of
+// the last kind.
+
+// keepState returns the mount's state, nil when it is not kept.
+func (m *mount) keepState() *transport.State { return m.state.Load() }
+
+// keepNode records that the kernel is being told of child (node n, inode sa)
+// at physical path p.
+func (m *mount) keepNode(n *node, sa fs.StableAttr, p string) {
+	st := m.keepState()
+	if st == nil {
+		return
+	}
+	rec := &transport.Node{Ino: sa.Ino, Mode: sa.Mode, Path: p, Type: -1}
+	if n.fd >= 0 {
+		typ, h, mnt, err := transport.FileHandle(n.fd)
+		if err != nil {
+			// No handle (a file system without export support):
+			// this node cannot be found again after a restart.
+			return
+		}
+		rec.Type, rec.Handle, rec.MountID = typ, h, mnt
+	}
+	st.AddNode(rec)
+}
+
+// keepForget records that the kernel forgot node ino.
+func (m *mount) keepForget(ino uint64) {
+	if st := m.keepState(); st != nil {
+		st.Forget(ino)
+	}
+}
+
+// keepReply records open file handles and their releases from the replies
+// of the raw file system it wraps (the handle number is chosen by go-fuse's
+// bridge, below node.Open).
+type keepReply struct {
+	fuse.RawFileSystem
+	m *mount
+}
+
+func (r *keepReply) opened(st fuse.Status, fh uint64, ino uint64, flags uint32, dir bool) fuse.Status {
+	if s := r.m.keepState(); s != nil && st.Ok() && fh != 0 {
+		s.Open(transport.File{Fh: uint32(fh), Ino: ino, Flags: flags, Dir: dir})
+	}
+	return st
+}
+
+func (r *keepReply) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return r.opened(r.RawFileSystem.Open(cancel, in, out), out.Fh, in.NodeId, in.Flags, false)
+}
+
+func (r *keepReply) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return r.opened(r.RawFileSystem.OpenDir(cancel, in, out), out.Fh, in.NodeId, in.Flags, true)
+}
+
+func (r *keepReply) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return r.opened(r.RawFileSystem.Create(cancel, in, name, out), out.Fh, out.NodeId, in.Flags, false)
+}
+
+func (r *keepReply) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	return r.opened(r.RawFileSystem.Tmpfile(cancel, in, out), out.Fh, out.NodeId, in.Flags, false)
+}
+
+func (r *keepReply) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	r.RawFileSystem.Release(cancel, in)
+	if s := r.m.keepState(); s != nil {
+		s.Release(uint32(in.Fh))
+	}
+}
+
+func (r *keepReply) ReleaseDir(in *fuse.ReleaseIn) {
+	r.RawFileSystem.ReleaseDir(in)
+	if s := r.m.keepState(); s != nil {
+		s.Release(uint32(in.Fh))
+	}
+}
+
+// keep puts the connection of srv in store with a fresh state holding live
+// (nil for a new mount), and starts recording into it. A store that refuses
+// leaves the mount served but not kept, logged.
+func (m *mount) keep(store transport.Store, srv *fuse.Server, kind, mountpoint string, rootFd int, live *transport.Live) {
+	_, _, rootMnt, err := transport.FileHandle(rootFd)
+	if err != nil {
+		m.log.Warn("connection not kept: the root has no file handles", m.sessionAttr("mountpoint", mountpoint, "err", err)...)
+		return
+	}
+	meta := transport.Meta{Kind: kind, Mountpoint: mountpoint, Root: m.root, Session: m.session,
+		Init: *srv.KernelSettings(), InitOut: srv.InitOut(), RootMountID: rootMnt}
+	st, err := transport.NewState(meta)
+	if err == nil && live != nil {
+		st.WriteLive(live)
+	}
+	if err == nil {
+		err = transport.Keep(store, srv.DeviceFD(), st, mountpoint)
+	}
+	if err != nil {
+		st.Close()
+		m.log.Warn("connection not kept: it ends with this process", m.sessionAttr("mountpoint", mountpoint, "store", store.Kind(), "err", err)...)
+		return
+	}
+	m.keptIn = store
+	m.state.Store(st)
+}
+
+// unkeep removes the connection from its store, once it is unmounted.
+func (m *mount) unkeep(mountpoint string) {
+	st := m.state.Swap(nil)
+	if st == nil || m.keptIn == nil {
+		return
+	}
+	if err := transport.Forget(m.keptIn, mountpoint); err != nil {
+		m.log.Warn("kept connection not removed from its store", m.sessionAttr("mountpoint", mountpoint, "err", err)...)
+	}
+	st.Close()
+}
+
+// restore registers, before srv serves, every node and open handle of the
+// adopted connection c under the numbers the kernel holds, and returns what
+// was restored (for the new state). A node whose object cannot be found
+// again by its file handle, or whose handle now opens another object, is
+// restored as a stale node: every request on it answers ESTALE, as NFS does
+// for a file removed under a client.
+func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.Live, int, int) {
+	out := &transport.Live{Nodes: map[uint64]*transport.Node{}, Files: map[uint32]*transport.File{}}
+	m.inoMu.Lock()
+	for _, a := range c.Live.Inos {
+		if m.inos == nil {
+			m.inos = make(map[devIno]uint64)
+		}
+		m.inos[devIno{a.Dev, a.Ino}] = a.Alloc
+		m.nextIno = max(m.nextIno, a.Alloc&^(1<<63))
+		out.Inos = append(out.Inos, a)
+	}
+	m.inoMu.Unlock()
+	// open_by_handle_at(2) takes its mount from a descriptor that is not
+	// O_PATH (EBADF otherwise).
+	mountFds := map[int]int{}
+	if fd, err := reopen(rootFd, unix.O_RDONLY|unix.O_DIRECTORY); err == nil {
+		mountFds[c.Meta.RootMountID] = fd
+	}
+	defer func() {
+		for _, fd := range mountFds {
+			unix.Close(fd)
+		}
+	}()
+	ctx := context.Background()
+	inodes := map[uint64]*fs.Inode{1: &root.Inode}
+	stale := 0
+	for ino, rec := range c.Live.Nodes {
+		if ino == 1 {
+			continue
+		}
+		var ops fs.InodeEmbedder
+		sa := fs.StableAttr{Ino: ino, Mode: rec.Mode}
+		if rec.Type == -1 {
+			if m.host != nil && m.host.linkIno[rec.Path] == ino {
+				ln := m.newNode(-1, rec.Path)
+				ln.linkText = m.host.links[rec.Path]
+				ops = ln
+			}
+		} else if fd, err := m.openRecorded(rec, mountFds); err != nil {
+			m.log.Debug("kept node not found again", m.sessionAttr("ino", ino, "path", rec.Path, "err", err)...)
+		} else {
+			var st syscall.Stat_t
+			if fstat(fd, &st) == nil && m.stable(&st) == sa {
+				n := m.newNode(fd, rec.Path)
+				if rec.Backing != 0 {
+					if srv := m.fuseSrv.Load(); srv != nil {
+						n.backing.id = rec.Backing
+						n.desc.backing.Store(&backingRef{srv: srv, id: rec.Backing})
+					}
+				}
+				ops = n
+			} else {
+				unix.Close(fd)
+			}
+		}
+		if ops == nil {
+			ops = &staleNode{}
+			stale++
+		} else {
+			out.Nodes[ino] = rec
+		}
+		ch := root.NewInode(ctx, ops, sa)
+		got, err := root.RestoreChild("", ch)
+		if err != nil {
+			continue
+		}
+		inodes[ino] = got
+		if n, ok := got.Operations().(*node); ok && sa.Mode == syscall.S_IFDIR {
+			n.ensureWatched()
+		}
+	}
+	for fh, f := range c.Live.Files {
+		in := inodes[f.Ino]
+		if in == nil {
+			continue
+		}
+		var h fs.FileHandle = staleFile{}
+		if n, ok := in.Operations().(*node); ok {
+			if fh, err := n.reopenHandle(f); err == nil {
+				h = fh
+			}
+		}
+		if in.RestoreFile(fh, h, f.Flags) == nil {
+			if _, ok := h.(staleFile); !ok {
+				out.Files[fh] = f
+			}
+		}
+	}
+	return out, len(c.Live.Nodes) - stale, stale
+}
+
+// reopenHandle opens again the file handle f on n, without a policy
+// decision (it was made at the open) and without the flags that acted at
+// the open (O_CREAT, O_EXCL, O_TRUNC).
+func (n *node) reopenHandle(f *transport.File) (fs.FileHandle, error) {
+	if f.Dir {
+		fd, err := unix.Openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		ds, errno := fs.NewLoopbackDirStreamFd(fd)
+		if errno != 0 {
+			unix.Close(fd)
+			return nil, errno
+		}
+		return n.newDirHandle(ds), nil
+	}
+	oflags := int(f.Flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC | syscall.O_NOCTTY | syscall.O_NOFOLLOW)
+	if n.backing.id != 0 && !isWriteOpen(uint32(oflags)) {
+		return deferredFileHandle(n, oflags), nil
+	}
+	fd, err := reopen(n.fd, oflags)
+	if err != nil {
+		return nil, err
+	}
+	return newFileHandle(n, fd), nil
+}
+
+// openRecorded opens the object of rec by its file handle, O_PATH, on the
+// mount it was recorded on (found by mount ID in mountinfo, cached in fds).
+func (m *mount) openRecorded(rec *transport.Node, fds map[int]int) (int, error) {
+	mfd, ok := fds[rec.MountID]
+	if !ok {
+		p, err := mountPointOf(rec.MountID)
+		if err != nil {
+			return -1, err
+		}
+		if mfd, err = unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return -1, err
+		}
+		fds[rec.MountID] = mfd
+	}
+	return transport.OpenHandle(mfd, rec.Type, rec.Handle, unix.O_PATH|unix.O_CLOEXEC)
+}
+
+// mountPointOf returns the mountpoint of mount id from this process's
+// mountinfo (proc(5)); ENOENT when that mount is gone.
+func mountPointOf(id int) (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	want := strconv.Itoa(id)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && fields[0] == want {
+			return unescapeMountinfo(fields[4]), nil
+		}
+	}
+	return "", fmt.Errorf("mount %d: %w", id, syscall.ENOENT)
+}
+
+// unescapeMountinfo undoes the octal escapes of a mountinfo path field.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// staleNode stands for a node the kernel still refers to whose object could
+// not be found again after a takeover: every operation answers ESTALE.
+type staleNode struct{ fs.Inode }
+
+var (
+	_ fs.NodeGetattrer = (*staleNode)(nil)
+	_ fs.NodeLookuper  = (*staleNode)(nil)
+)
+
+func (*staleNode) Getattr(context.Context, fs.FileHandle, *fuse.AttrOut) syscall.Errno {
+	return syscall.ESTALE
+}
+func (*staleNode) Setattr(context.Context, fs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.ESTALE
+}
+func (*staleNode) Lookup(context.Context, string, *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.ESTALE
+}
+func (*staleNode) Open(context.Context, uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return nil, 0, syscall.ESTALE
+}
+func (*staleNode) OpendirHandle(context.Context, uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return nil, 0, syscall.ESTALE
+}
+func (*staleNode) Readdir(context.Context) (fs.DirStream, syscall.Errno) { return nil, syscall.ESTALE }
+func (*staleNode) Readlink(context.Context) ([]byte, syscall.Errno)      { return nil, syscall.ESTALE }
+func (*staleNode) Access(context.Context, uint32) syscall.Errno          { return syscall.ESTALE }
+func (*staleNode) Getxattr(context.Context, string, []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ESTALE
+}
+func (*staleNode) Listxattr(context.Context, []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ESTALE
+}
+func (*staleNode) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.ESTALE
+}
+func (*staleNode) Removexattr(context.Context, string) syscall.Errno { return syscall.ESTALE }
+func (*staleNode) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.ESTALE
+}
+func (*staleNode) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.ESTALE
+}
+func (*staleNode) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.ESTALE
+}
+func (*staleNode) Symlink(context.Context, string, string, *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.ESTALE
+}
+func (*staleNode) Link(context.Context, fs.InodeEmbedder, string, *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.ESTALE
+}
+func (*staleNode) Unlink(context.Context, string) syscall.Errno { return syscall.ESTALE }
+func (*staleNode) Rmdir(context.Context, string) syscall.Errno  { return syscall.ESTALE }
+func (*staleNode) Rename(context.Context, string, fs.InodeEmbedder, string, uint32) syscall.Errno {
+	return syscall.ESTALE
+}
+
+// staleFile is an open handle on a stale node: released quietly, ESTALE
+// for everything else.
+type staleFile struct{}
+
+func (staleFile) Read(context.Context, []byte, int64) (fuse.ReadResult, syscall.Errno) {
+	return nil, syscall.ESTALE
+}
+func (staleFile) Write(context.Context, []byte, int64) (uint32, syscall.Errno) {
+	return 0, syscall.ESTALE
+}
+func (staleFile) Flush(context.Context) syscall.Errno         { return 0 }
+func (staleFile) Fsync(context.Context, uint32) syscall.Errno { return syscall.ESTALE }
+func (staleFile) Release(context.Context) syscall.Errno       { return 0 }
+
+// checkAdopt is CheckMount for a connection taken over: the root is checked
+// as for a mount, the mountpoint only against the connection's record (it
+// is that connection's own mount, which nothing may look at before it is
+// served).
+func checkAdopt(root, mountpoint string, c *transport.Conn) (rootCanon, mpCanon string, err error) {
+	if rootCanon, err = identity.Canonical(root); err != nil {
+		return "", "", fmt.Errorf("root %q: %s", root, describe(err))
+	}
+	if fi, err := os.Stat(rootCanon); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("root %q: not a directory", root)
+	}
+	mpCanon = filepath.Clean(mountpoint)
+	if c.Meta.Kind != "mount" || c.Meta.Mountpoint != mpCanon || c.Meta.Root != rootCanon {
+		return "", "", fmt.Errorf("take over %q: the connection kept is %s %q of root %q, not root %q",
+			mountpoint, c.Meta.Kind, c.Meta.Mountpoint, c.Meta.Root, rootCanon)
+	}
+	return rootCanon, mpCanon, nil
+}

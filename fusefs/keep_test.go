@@ -1,0 +1,174 @@
+package fusefs_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/wsfs/wsfs/transport"
+)
+
+// childHolderEnv names the holder socket a re-executed server keeps its
+// connection in (childServe).
+const childHolderEnv = "WSFS_TEST_CHILD_HOLDER"
+
+// keptServer runs the test binary as a server of backing at mnt whose
+// connection is kept in the holder at sock (adopting the one kept there,
+// if any), and returns once it serves.
+func keptServer(t *testing.T, backing, mnt, sock string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), childServeEnv+"="+backing, "WSFS_TEST_CHILD_MNT="+mnt, childHolderEnv+"="+sock)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		t.Fatalf("child server: %q", line)
+	}
+	return cmd
+}
+
+// TestKeptConnectionSurvivesKill9: with its connection kept in a holder, a
+// server killed with SIGKILL is replaced by a successor that serves the
+// same connection, and processes in the mount never see an error: a shell
+// whose cwd is three levels deep and which holds a file open for append
+// goes on (append, read back, mkdir/rmdir, rename, readdir, stat, pwd -P)
+// after the successor serves, and a write loop that runs through the kill
+// loses no write and gets no error (requests read by the dead server are
+// sent again: FUSE_NOTIFY_RESEND). Without the holder the same kill leaves
+// ENOTCONN (TestDeadMountDetected).
+func TestKeptConnectionSurvivesKill9(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
+	}
+	dir := canonT(t, t.TempDir())
+	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
+	for _, d := range []string{backing, mnt, ctl, filepath.Join(backing, "a/b/c")} {
+		mkdirT(t, d, 0o755)
+	}
+	writeFileT(t, filepath.Join(backing, "a/b/c/f"), "one\n", 0o644)
+	sock := filepath.Join(ctl, "holder.sock")
+	holderDone := make(chan error, 1)
+	listening := make(chan struct{})
+	go func() { holderDone <- transport.RunHolder(sock, func() { close(listening) }) }()
+	h := &transport.Holder{Socket: sock}
+	select {
+	case <-listening:
+	case err := <-holderDone:
+		t.Fatalf("holder: %v", err)
+	}
+	t.Cleanup(func() {
+		h.Exit()
+		<-holderDone
+		if isMounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+
+	first := keptServer(t, backing, mnt, sock)
+
+	// The shell: cwd three levels deep, fd 3 open for append on f,
+	// waits at fifo "go" (outside the mount) until the successor serves.
+	goFifo, readyFifo, loopStop := filepath.Join(ctl, "go"), filepath.Join(ctl, "ready"), filepath.Join(ctl, "stop")
+	for _, f := range []string{goFifo, readyFifo} {
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `set -e
+cd "$MNT/a/b/c"
+exec 3>>f
+echo held > "$CTL/ready"
+read line < "$CTL/go"
+echo two >&3
+cat f
+mkdir d && rmdir d
+mv f g && mv g f
+ls
+stat -c %s f
+pwd -P
+`
+	sh := exec.Command("sh", "-c", script)
+	sh.Env = append(os.Environ(), "MNT="+mnt, "CTL="+ctl)
+	var shOut strings.Builder
+	sh.Stdout, sh.Stderr = &shOut, &shOut
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+
+	// The loop: appends its counter to w through the mount until stop
+	// exists, exit status 9 on the first failed write.
+	loop := exec.Command("sh", "-c", `i=0; exec 4>>"$MNT/w"; while [ ! -e "$CTL/stop" ]; do echo $i >&4 || exit 9; i=$((i+1)); done; echo $i`)
+	loop.Env = sh.Env
+	var loopOut strings.Builder
+	loop.Stdout, loop.Stderr = &loopOut, &loopOut
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { loop.Process.Kill(); loop.Wait() })
+
+	// Blocks until the shell has its cwd and fd 3 in the mount.
+	if got, err := os.ReadFile(readyFifo); err != nil || string(got) != "held\n" {
+		t.Fatalf("the shell's ready line: %q, %v\n%s", got, err, shOut.String())
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+	keptServer(t, backing, mnt, sock)
+
+	if err := os.WriteFile(goFifo, []byte("go\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Wait(); err != nil {
+		t.Fatalf("the shell in the mount failed after the takeover: %v\n%s", err, shOut.String())
+	}
+	want := fmt.Sprintf("one\ntwo\nf\n8\n%s\n", filepath.Join(backing, "a/b/c"))
+	// pwd -P in the mount is the mount's path (the mount shows the root).
+	want = strings.Replace(want, backing, mnt, 1)
+	if got := shOut.String(); got != want {
+		t.Errorf("the shell's output after the takeover:\n%s\nwant:\n%s", got, want)
+	}
+	writeFileT(t, loopStop, "", 0o644)
+	if err := loop.Wait(); err != nil {
+		t.Fatalf("the write loop failed across the kill: %v\n%s", err, loopOut.String())
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(loopOut.String()))
+	if err != nil {
+		t.Fatalf("loop output %q", loopOut.String())
+	}
+	data, err := os.ReadFile(filepath.Join(backing, "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("w on disk has %d lines, the loop acknowledged %d writes", len(lines), n)
+	}
+	for i, l := range lines {
+		if l != strconv.Itoa(i) {
+			t.Fatalf("w line %d is %q, want %d (writes lost or out of order)", i, l, i)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "a/b/c/f")); err != nil || string(got) != "one\ntwo\n" {
+		t.Errorf("f on disk: %q, %v; want %q", got, err, "one\ntwo\n")
+	}
+}

@@ -1,0 +1,503 @@
+package transport
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// The state of one FUSE connection that a successor process needs in order to
+// serve it on (DESIGN.md, "Round 4": state a successor can trust). It lives
+// in a memfd(2) kept beside the connection's /dev/fuse descriptor by the
+// holder or systemd's file descriptor store, so it outlives the serving
+// process but not the machine; nothing is fsynced.
+//
+// Layout: a header of headerSize bytes (magic, version, the JSON of Meta),
+// then an append-only log of records, each
+//
+//	u32 length of body | u32 CRC-32C of body | body (u8 kind, fields)
+//
+// A record is written with one pwrite(2) under a mutex, so a process killed
+// mid-append leaves at most the last record torn: Replay stops at the first
+// record whose length or CRC does not hold, which is always the end.
+
+// stateMagic and StateVersion identify the format. A reader refuses any
+// other version with ErrStateVersion: a successor that cannot read the
+// state falls back to a fresh mount rather than guess.
+const (
+	stateMagic = "WSFSCONN"
+	// StateVersion is the version of the state format this build writes
+	// and reads.
+	StateVersion = 1
+	headerSize   = 64 << 10
+)
+
+var (
+	// ErrStateVersion is returned by OpenState for state written in
+	// another format version.
+	ErrStateVersion = errors.New("connection state: another format version")
+	// ErrStateCorrupt is returned by OpenState for a header that does not
+	// parse.
+	ErrStateCorrupt = errors.New("connection state: corrupt header")
+)
+
+// Meta describes a connection: what it serves and how it was initialized.
+// Kind and Key are the caller's (fusefs: "mount" or "hostview"; the
+// mountpoint); Init and InitOut are the kernel's INIT request and the reply
+// given to it, which fuse.NewServerOnFD needs.
+type Meta struct {
+	Kind       string       `json:"kind"`
+	Mountpoint string       `json:"mountpoint"`
+	Root       string       `json:"root"`
+	Session    string       `json:"session,omitempty"`
+	Init       fuse.InitIn  `json:"init"`
+	InitOut    fuse.InitOut `json:"init_out"`
+	// RootMountID is the mount ID (name_to_handle_at(2)) of the root's
+	// mount: file handles recorded with it open relative to the root.
+	RootMountID int `json:"root_mount_id"`
+}
+
+// Record kinds.
+const (
+	recNode    = 1 // a node the kernel may refer to
+	recGone    = 2 // a node the kernel has forgotten
+	recOpen    = 3 // an open file handle
+	recRelease = 4 // a released file handle
+	recBacking = 5 // a node's passthrough backing ID
+	recIno     = 6 // an allocated inode number for (dev, ino)
+)
+
+// Node is a node the kernel refers to by its node ID (== Ino): the file
+// handle that finds its object again (name_to_handle_at(2): Type, Handle,
+// on the mount MountID) and its physical path when it was looked up.
+type Node struct {
+	Ino     uint64
+	Mode    uint32 // S_IFMT bits
+	MountID int
+	Type    int32
+	Handle  []byte
+	Path    string
+	Backing int32 // passthrough backing ID, 0 for none
+}
+
+// File is an open file handle the kernel holds: its number, its node, the
+// open(2) flags it was opened with, and whether it is a directory handle.
+type File struct {
+	Fh    uint32
+	Ino   uint64
+	Flags uint32
+	Dir   bool
+}
+
+// InoAlloc is an inode number a mount allocated for an object on another
+// device (DESIGN.md, "Host view": one-to-one numbers).
+type InoAlloc struct {
+	Dev, Ino, Alloc uint64
+}
+
+// Live is what Replay finds: the nodes and handles the kernel may still
+// refer to, and the allocated numbers.
+type Live struct {
+	Nodes map[uint64]*Node
+	Files map[uint32]*File
+	Inos  []InoAlloc
+}
+
+// State is a connection's state file, open for appending. Its methods are
+// safe for concurrent use. A nil *State records nothing (a mount whose state
+// is not kept).
+type State struct {
+	fd  int
+	mu  sync.Mutex
+	off int64
+	buf []byte
+}
+
+// NewState creates the state memfd for a connection with meta m.
+func NewState(m Meta) (*State, error) {
+	fd, err := unix.MemfdCreate("wsfs-conn", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("connection state: memfd_create: %w", err)
+	}
+	s := &State{fd: fd, off: headerSize}
+	if err := s.writeHeader(m); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *State) writeHeader(m Meta) error {
+	js, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(js) > headerSize-16 {
+		return fmt.Errorf("connection state: meta of %d bytes exceeds %d", len(js), headerSize-16)
+	}
+	hdr := make([]byte, 16+len(js))
+	copy(hdr, stateMagic)
+	binary.LittleEndian.PutUint32(hdr[8:], StateVersion)
+	binary.LittleEndian.PutUint32(hdr[12:], uint32(len(js)))
+	copy(hdr[16:], js)
+	if _, err := unix.Pwrite(s.fd, hdr, 0); err != nil {
+		return fmt.Errorf("connection state: write header: %w", err)
+	}
+	return nil
+}
+
+// Fd returns the memfd, for the descriptor store. It stays owned by s.
+func (s *State) Fd() int {
+	if s == nil {
+		return -1
+	}
+	return s.fd
+}
+
+// Close closes the memfd (the store keeps its own copy).
+func (s *State) Close() error {
+	if s == nil {
+		return nil
+	}
+	return unix.Close(s.fd)
+}
+
+// OpenState reads the header of a state memfd received from the store and
+// returns its meta and the state, open for appending after the records
+// already there. fd is owned by the returned State (closed on error).
+func OpenState(fd int) (*State, Meta, *Live, error) {
+	var m Meta
+	hdr := make([]byte, 16)
+	if n, err := unix.Pread(fd, hdr, 0); err != nil || n != len(hdr) {
+		unix.Close(fd)
+		return nil, m, nil, ErrStateCorrupt
+	}
+	if string(hdr[:8]) != stateMagic {
+		unix.Close(fd)
+		return nil, m, nil, ErrStateCorrupt
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != StateVersion {
+		unix.Close(fd)
+		return nil, m, nil, fmt.Errorf("%w (%d, this build reads %d)", ErrStateVersion, v, StateVersion)
+	}
+	n := binary.LittleEndian.Uint32(hdr[12:])
+	if n > headerSize-16 {
+		unix.Close(fd)
+		return nil, m, nil, ErrStateCorrupt
+	}
+	js := make([]byte, n)
+	if got, err := unix.Pread(fd, js, 16); err != nil || got != int(n) || json.Unmarshal(js, &m) != nil {
+		unix.Close(fd)
+		return nil, m, nil, ErrStateCorrupt
+	}
+	s := &State{fd: fd}
+	live, end, err := s.replay()
+	if err != nil {
+		unix.Close(fd)
+		return nil, m, nil, err
+	}
+	s.off = end
+	return s, m, live, nil
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// append writes one record of kind k with body fields.
+func (s *State) append(k byte, fields ...any) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := append(s.buf[:0], 0, 0, 0, 0, 0, 0, 0, 0, k)
+	for _, f := range fields {
+		switch v := f.(type) {
+		case uint64:
+			b = binary.LittleEndian.AppendUint64(b, v)
+		case uint32:
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case int32:
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		case bool:
+			if v {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
+		case []byte:
+			b = binary.LittleEndian.AppendUint16(b, uint16(len(v)))
+			b = append(b, v...)
+		case string:
+			b = binary.LittleEndian.AppendUint16(b, uint16(len(v)))
+			b = append(b, v...)
+		}
+	}
+	body := b[8:]
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(body, crcTable))
+	// A failed write loses recoverability of this one object, never
+	// correctness of the running server; there is nothing better to do.
+	if n, err := unix.Pwrite(s.fd, b, s.off); err == nil {
+		s.off += int64(n)
+	}
+	s.buf = b
+}
+
+// AddNode records n as known to the kernel.
+func (s *State) AddNode(n *Node) {
+	s.append(recNode, n.Ino, n.Mode, uint64(n.MountID), n.Type, n.Handle, n.Path)
+}
+
+// Forget records that the kernel forgot node ino.
+func (s *State) Forget(ino uint64) { s.append(recGone, ino) }
+
+// SetBacking records node ino's passthrough backing ID.
+func (s *State) SetBacking(ino uint64, id int32) { s.append(recBacking, ino, id) }
+
+// Open records an open file handle.
+func (s *State) Open(f File) { s.append(recOpen, f.Fh, f.Ino, f.Flags, f.Dir) }
+
+// Release records that file handle fh was released.
+func (s *State) Release(fh uint32) { s.append(recRelease, fh) }
+
+// AllocIno records an allocated inode number.
+func (s *State) AllocIno(a InoAlloc) { s.append(recIno, a.Dev, a.Ino, a.Alloc) }
+
+// Size returns the bytes the state occupies.
+func (s *State) Size() int64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.off
+}
+
+// replay reads every record after the header and returns the live set and
+// the offset after the last whole record.
+func (s *State) replay() (*Live, int64, error) {
+	live := &Live{Nodes: map[uint64]*Node{}, Files: map[uint32]*File{}}
+	var st unix.Stat_t
+	if err := unix.Fstat(s.fd, &st); err != nil {
+		return nil, 0, err
+	}
+	data := make([]byte, max(st.Size-headerSize, 0))
+	if len(data) > 0 {
+		if n, err := unix.Pread(s.fd, data, headerSize); err != nil || n != len(data) {
+			return nil, 0, fmt.Errorf("connection state: read log: %v", err)
+		}
+	}
+	off := 0
+	for off+8 <= len(data) {
+		n := int(binary.LittleEndian.Uint32(data[off:]))
+		sum := binary.LittleEndian.Uint32(data[off+4:])
+		if n == 0 || off+8+n > len(data) || crc32.Checksum(data[off+8:off+8+n], crcTable) != sum {
+			break // a torn last record: the end
+		}
+		r := reader{b: data[off+9 : off+8+n]}
+		switch data[off+8] {
+		case recNode:
+			nd := &Node{Ino: r.u64(), Mode: r.u32(), MountID: int(r.u64()), Type: int32(r.u32()), Handle: r.bytes(), Path: string(r.bytes())}
+			if old := live.Nodes[nd.Ino]; old != nil && old.Backing != 0 && sameHandle(old, nd) {
+				nd.Backing = old.Backing
+			}
+			live.Nodes[nd.Ino] = nd
+		case recGone:
+			delete(live.Nodes, r.u64())
+		case recBacking:
+			ino, id := r.u64(), int32(r.u32())
+			if nd := live.Nodes[ino]; nd != nil {
+				nd.Backing = id
+			}
+		case recOpen:
+			f := &File{Fh: r.u32(), Ino: r.u64(), Flags: r.u32(), Dir: r.bool()}
+			live.Files[f.Fh] = f
+		case recRelease:
+			delete(live.Files, r.u32())
+		case recIno:
+			live.Inos = append(live.Inos, InoAlloc{Dev: r.u64(), Ino: r.u64(), Alloc: r.u64()})
+		}
+		if r.short {
+			break
+		}
+		off += 8 + n
+	}
+	return live, headerSize + int64(off), nil
+}
+
+func sameHandle(a, b *Node) bool {
+	return a.MountID == b.MountID && a.Type == b.Type && string(a.Handle) == string(b.Handle)
+}
+
+// Compact rewrites the state as its header and the live set only (a new
+// memfd), returning it; s is left as it was. Callers replace s with the
+// result in the descriptor store.
+func (s *State) Compact(m Meta) (*State, error) {
+	s.mu.Lock()
+	live, _, err := s.replay()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	ns, err := NewState(m)
+	if err != nil {
+		return nil, err
+	}
+	ns.WriteLive(live)
+	return ns, nil
+}
+
+// WriteLive appends every record of live.
+func (s *State) WriteLive(live *Live) {
+	for _, a := range live.Inos {
+		s.AllocIno(a)
+	}
+	for _, n := range live.Nodes {
+		s.AddNode(n)
+		if n.Backing != 0 {
+			s.SetBacking(n.Ino, n.Backing)
+		}
+	}
+	for _, f := range live.Files {
+		s.Open(*f)
+	}
+}
+
+type reader struct {
+	b     []byte
+	short bool
+}
+
+func (r *reader) take(n int) []byte {
+	if len(r.b) < n {
+		r.short = true
+		r.b = nil
+		return make([]byte, n)
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+func (r *reader) u64() uint64 { return binary.LittleEndian.Uint64(r.take(8)) }
+func (r *reader) u32() uint32 { return binary.LittleEndian.Uint32(r.take(4)) }
+func (r *reader) bool() bool  { return r.take(1)[0] != 0 }
+func (r *reader) bytes() []byte {
+	n := int(binary.LittleEndian.Uint16(r.take(2)))
+	return append([]byte(nil), r.take(n)...)
+}
+
+// FileHandle returns the file handle of the object fd names
+// (name_to_handle_at(2) with AT_EMPTY_PATH) and its mount ID.
+func FileHandle(fd int) (typ int32, handle []byte, mountID int, err error) {
+	h, mnt, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	return h.Type(), h.Bytes(), mnt, nil
+}
+
+// OpenHandle opens the object of a recorded file handle with flags
+// (open_by_handle_at(2); needs CAP_DAC_READ_SEARCH) relative to mountFd, a
+// descriptor on the mount the handle was taken on. A handle whose object
+// is gone, or whose inode number now names another object (the file
+// system's generation differs), fails with ESTALE.
+func OpenHandle(mountFd int, typ int32, handle []byte, flags int) (int, error) {
+	return unix.OpenByHandleAt(mountFd, unix.NewFileHandle(typ, handle), flags)
+}
+
+// Conn is a connection taken from a Store: its /dev/fuse descriptor, its
+// state (open for appending), what the state says it is, and the nodes and
+// handles the kernel may still refer to.
+type Conn struct {
+	Name  string
+	Fuse  int
+	State *State
+	Meta  Meta
+	Live  *Live
+}
+
+// Close closes the connection's descriptors in this process (the store
+// keeps its own).
+func (c *Conn) Close() {
+	unix.Close(c.Fuse)
+	c.State.Close()
+}
+
+// ConnName is the store name prefix for the connection mounted at
+// mountpoint; its descriptors are stored as ConnName+".fuse" and
+// ConnName+".state".
+func ConnName(mountpoint string) string {
+	sum := sha256.Sum256([]byte(mountpoint))
+	return "wsfs-" + hex.EncodeToString(sum[:12])
+}
+
+// Keep stores a connection's descriptors under ConnName(m.Mountpoint).
+func Keep(st Store, fuseFd int, s *State, mountpoint string) error {
+	name := ConnName(mountpoint)
+	if err := st.Put(name+".state", s.Fd()); err != nil {
+		return err
+	}
+	if err := st.Put(name+".fuse", fuseFd); err != nil {
+		st.Remove(name + ".state")
+		return err
+	}
+	return nil
+}
+
+// Forget removes a connection from the store: once no process holds its
+// /dev/fuse descriptor any more, the kernel ends it (ENOTCONN).
+func Forget(st Store, mountpoint string) error {
+	name := ConnName(mountpoint)
+	err1 := st.Remove(name + ".fuse")
+	err2 := st.Remove(name + ".state")
+	return errors.Join(err1, err2)
+}
+
+// TakeConns takes every connection kept in st, keyed by mountpoint. A
+// connection whose state cannot be read (another format version, a
+// corrupt header, a missing half) is not returned: it is named in bad, by
+// store name, with the reason, and its descriptors are closed here (the
+// caller decides whether to Forget it).
+func TakeConns(st Store) (conns map[string]*Conn, bad map[string]error, err error) {
+	fds, err := st.Take()
+	if err != nil {
+		return nil, nil, err
+	}
+	conns, bad = map[string]*Conn{}, map[string]error{}
+	for name, fd := range fds {
+		base, ok := strings.CutSuffix(name, ".fuse")
+		if !ok {
+			continue
+		}
+		sfd, ok := fds[base+".state"]
+		if !ok {
+			unix.Close(fd)
+			bad[base] = errors.New("no state kept beside the connection")
+			continue
+		}
+		delete(fds, base+".state")
+		s, meta, live, err := OpenState(sfd)
+		if err != nil {
+			unix.Close(fd)
+			bad[base] = err
+			continue
+		}
+		conns[meta.Mountpoint] = &Conn{Name: base, Fuse: fd, State: s, Meta: meta, Live: live}
+	}
+	for name, fd := range fds {
+		if strings.HasSuffix(name, ".state") {
+			unix.Close(fd)
+			bad[strings.TrimSuffix(name, ".state")] = errors.New("a state with no connection")
+		}
+	}
+	return conns, bad, nil
+}
