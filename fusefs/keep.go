@@ -186,6 +186,16 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 	ctx := context.Background()
 	inodes := map[uint64]*fs.Inode{1: &root.Inode}
 	stale := 0
+	var staleInos []uint64
+	defer func() {
+		// The kernel may still cache pages and attributes of a stale
+		// node's number, which a new object may get: dropped now.
+		if srv := m.fuseSrv.Load(); srv != nil {
+			for _, ino := range staleInos {
+				srv.InodeNotify(ino, 0, -1)
+			}
+		}
+	}()
 	for ino, rec := range c.Live.Nodes {
 		if ino == 1 {
 			continue
@@ -216,7 +226,11 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 			}
 		}
 		if ops == nil {
-			ops = &staleNode{}
+			// Its own generation: an object that gets this recycled
+			// inode number later is another node, which evicts this
+			// one (go-fuse's registerNew), never this one.
+			ops, sa.Gen = &staleNode{}, staleGen
+			staleInos = append(staleInos, ino)
 			stale++
 		} else {
 			out.Nodes[ino] = rec
@@ -332,6 +346,24 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// staleGen is the StableAttr generation of a stale node.
+const staleGen = 1
+
+// panicStatus answers a request that go-fuse's bridge could not place (it
+// panics on a node ID or file handle it does not know): ESTALE, as NFS
+// answers for a handle the server cannot resolve, with one log line. After
+// a takeover that is a node the predecessor did not record (a file system
+// without file handles); anything else is a bug, logged as one.
+func (m *mount) panicStatus(v any) fuse.Status {
+	msg := fmt.Sprint(v)
+	if strings.HasPrefix(msg, "unknown node") || strings.HasPrefix(msg, "unknown file handle") {
+		m.log.Warn("request for an object this server does not know: ESTALE", m.sessionAttr("reason", msg)...)
+		return fuse.Status(syscall.ESTALE)
+	}
+	m.log.Error("panic in a FUSE request: EIO", m.sessionAttr("panic", msg)...)
+	return fuse.EIO
 }
 
 // staleNode stands for a node the kernel still refers to whose object could

@@ -174,7 +174,10 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			EnableAcl: m.watch != nil,
 			Debug:     o.debug,
 			MaxWrite:  1 << 20,
-			Options:   []string{"default_permissions"},
+			// A request for a node ID or handle the bridge does not know
+			// (after a takeover) is ESTALE, not a stack trace and EIO.
+			PanicHandler: m.panicStatus,
+			Options:      []string{"default_permissions"},
 		},
 	}
 	if os.Geteuid() != 0 {
@@ -540,6 +543,25 @@ func (s *Server) Unmount(force bool) error {
 	s.Wait()
 	return nil
 }
+
+// Pause stops serving at a request boundary, for a successor that serves
+// the connection on (Config.Adopt): the requests being handled are finished
+// (up to wait), every later one is left unanswered in the kernel, which
+// sends it again to the successor (FUSE_NOTIFY_RESEND). Nothing is
+// unmounted. It reports whether every running request finished in time.
+//
+// The watcher stops first: the successor watches the backing tree itself,
+// and this server's view of it is no longer the kernel's.
+func (s *Server) Pause(wait time.Duration) bool {
+	if s.m.watch != nil {
+		s.m.watch.close()
+	}
+	return s.fuse.Pause(wait)
+}
+
+// Kept reports whether the connection is kept in a descriptor store
+// (Config.Keep), so that it survives this process.
+func (s *Server) Kept() bool { return s.m.keepState() != nil }
 
 // DisablePoll makes the kernel stop sending FUSE_POLL to this mount: it opens
 // and polls a file through the mount, the server answers ENOSYS and the

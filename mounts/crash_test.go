@@ -200,7 +200,7 @@ func TestKill9DuringCreatesAndCwdChanges(t *testing.T) {
 	t.Logf("%d sessions after restart (%d creates acknowledged)", len(list), len(acked))
 }
 
-// SIGTERM unmounts every session and keeps the records; the next start
+// SIGINT (the full stop) unmounts every session and keeps the records; the next start
 // mounts them again with their working directories. A session whose root
 // vanished meanwhile comes back in the failed state: shown, refused for
 // cwd, removable.
@@ -219,13 +219,13 @@ func TestCleanRestart(t *testing.T) {
 	}
 	d.stop()
 	if m := fuseMountsUnder(t, dir); len(m) != 0 {
-		t.Fatalf("mounts after SIGTERM: %v", m)
+		t.Fatalf("mounts after SIGINT: %v", m)
 	}
 	if e := entries(t, filepath.Join(d.stateDir, "sessions")); !reflect.DeepEqual(e, []string{"keep.events", "keep.json", "lose.events", "lose.json"}) {
-		t.Fatalf("records after SIGTERM: %v", e)
+		t.Fatalf("records after SIGINT: %v", e)
 	}
 	if _, err := os.Stat(d.socket); !os.IsNotExist(err) {
-		t.Fatalf("socket after SIGTERM: %v", err)
+		t.Fatalf("socket after SIGINT: %v", err)
 	}
 	if err := os.RemoveAll(filepath.Join(dir, "lose")); err != nil {
 		t.Fatal(err)

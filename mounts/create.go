@@ -413,13 +413,14 @@ func (c *creation) mount(ctx context.Context) error {
 		return errorf(CodeInvalid, "session %q: root %q (physical %s): %v", id, c.origin, root, err)
 	}
 	c.rootID = rootID
-	if _, err := m.mountHostView(id, root, key, c.pol, m.labelled(c.spec.Labels)); err != nil {
+	if _, err := m.mountHostView(id, root, key, c.pol, m.labelled(c.spec.Labels), nil); err != nil {
 		return errorf(CodeInternal, "session %q: %v", id, err)
 	}
 	c.undo = append(c.undo, func() { m.unmountHostView(id) })
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
 		Logger: m.labelled(c.spec.Labels), Session: id, HostView: m.hostViewOf(id),
+		Keep: m.store,
 	})
 	if err != nil {
 		return errorf(CodeInternal, "session %q: mount %s on %s: %v", id, root, key, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/client"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // wsfsBin is the wsfs binary TestMain builds; the tests run it as the daemon
@@ -237,7 +238,7 @@ func startDaemonAt(t testing.TB, dir, stateDir, mountBase string) *daemon {
 		d.cmd.Wait()
 		close(d.done)
 	}()
-	t.Cleanup(func() { d.stop(); clearMounts(t, dir) })
+	t.Cleanup(func() { d.stop(); endHolder(d.stateDir); clearMounts(t, dir) })
 	select {
 	case ok := <-ready:
 		if !ok {
@@ -258,21 +259,36 @@ func (d *daemon) logText() string {
 	return d.log.String()
 }
 
-// stop sends SIGTERM and waits for the exit (a no-op when it has exited).
-func (d *daemon) stop() {
+// stop sends SIGINT, the full stop (every session unmounted, the holder
+// ended), and waits for the exit (a no-op when it has exited).
+func (d *daemon) stop() { d.signal(syscall.SIGINT) }
+
+// detach sends SIGTERM (the daemon stops, its connections kept for the
+// next one) and waits for the exit.
+func (d *daemon) detach() { d.signal(syscall.SIGTERM) }
+
+func (d *daemon) signal(sig syscall.Signal) {
 	select {
 	case <-d.done:
 		return
 	default:
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Process.Signal(sig)
 	select {
 	case <-d.done:
 	case <-time.After(60 * time.Second):
 		d.cmd.Process.Kill()
 		<-d.done
-		d.t.Errorf("wsfs serve: still running 60s after SIGTERM; killed:\n%s", d.logText())
+		d.t.Errorf("wsfs serve: still running 60s after %v; killed:\n%s", sig, d.logText())
 	}
+}
+
+// endHolder tells the holder of stateDir, if one runs, to exit: the
+// connections it alone kept (a daemon killed and not started again) end.
+func endHolder(stateDir string) {
+	h := &transport.Holder{Socket: filepath.Join(stateDir, "holder.sock")}
+	h.Exit()
+	h.Close()
 }
 
 // kill sends SIGKILL. It does not wait: a daemon killed while one of its

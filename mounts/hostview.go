@@ -14,6 +14,7 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // hostViewDir is the directory of the host views under the mount base. A
@@ -39,8 +40,15 @@ type hostView struct {
 // parent) and mounts the host view there with pol and the session's logger, showing root and the
 // mountpoint mp as links to mp. A stale mount left there by a dead daemon
 // is cleared first. On error nothing is left: no mount, no directory.
-func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger) (*fusefs.Server, error) {
+//
+// With adopt (Recover), the host view's kept connection is served on
+// instead: its directory is neither looked at nor made (it is that
+// connection's mountpoint), and on error adopt is still the caller's.
+func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger, adopt *transport.Conn) (*fusefs.Server, error) {
 	dir := m.hostViewOf(id)
+	if adopt != nil {
+		return m.serveHostView(id, root, mp, pol, log, adopt)
+	}
 	if err := clearMount(dir, true, true); err != nil {
 		return nil, fmt.Errorf("host view %s: clear stale mount: %v", dir, err)
 	}
@@ -58,6 +66,18 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("host view %s: %s", dir, identity.ErrnoText(err))
 	}
+	srv, err := m.serveHostView(id, root, mp, pol, log, nil)
+	if err != nil {
+		os.Remove(dir)
+		return nil, err
+	}
+	return srv, nil
+}
+
+// serveHostView mounts (or, with adopt, serves on) session id's host view
+// and registers it.
+func (m *Manager) serveHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger, adopt *transport.Conn) (*fusefs.Server, error) {
+	dir := m.hostViewOf(id)
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
 		Mountpoint: dir,
 		Policy:     pol,
@@ -69,9 +89,10 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *sl
 		// inotify instances (128 per user by default) at twice the rate;
 		// the host view keeps the short default cache timeouts instead.
 		NoWatch: true,
+		Keep:    m.store,
+		Adopt:   adopt,
 	})
 	if err != nil {
-		os.Remove(dir)
 		return nil, fmt.Errorf("host view %s: %v", dir, err)
 	}
 	m.mu.Lock()

@@ -28,6 +28,7 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // Manager owns the sessions of one daemon. Its methods are safe for
@@ -41,6 +42,12 @@ type Manager struct {
 	hidden    []string // Config.Hidden, clean
 	log       *slog.Logger
 	lock      *os.File
+	store     transport.Store // Config.Store; nil: connections are not kept
+
+	// kept are the connections taken from store at Recover, by
+	// mountpoint, until a session adopts them (recoverOne) or Recover
+	// ends them.
+	kept map[string]*transport.Conn
 
 	mu          sync.Mutex
 	sessions    map[string]*session  // published and being created
@@ -109,6 +116,7 @@ func New(cfg Config) (*Manager, error) {
 		tmpBase:     filepath.Join(state, "tmp"),
 		mountBase:   base,
 		log:         cfg.Logger,
+		store:       cfg.Store,
 		sessions:    make(map[string]*session),
 		mountpoints: make(map[string]string),
 		roots:       make(map[string]string),
@@ -133,7 +141,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, errorf(CodeInternal, "state directory lock %s: %w", lockPath, err)
 	}
-	if err := takeLock(f, lockPath, m.sessDir); err != nil {
+	if err := takeLock(f, lockPath, m.sessDir, lockOpts{takeover: cfg.Takeover, keepConns: cfg.Store != nil, log: m.log}); err != nil {
 		f.Close()
 		return nil, errorf(CodeExists, "state directory %s: in use by another wsfs daemon (lock %s: %v)", state, lockPath, err)
 	}

@@ -52,6 +52,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			ids = append(ids, id)
 		}
 	}
+	m.takeKept(have)
 	for _, e := range entries {
 		name := e.Name()
 		path := filepath.Join(m.sessDir, name)
@@ -107,6 +108,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	m.endAllKept()
 	m.refreshHidden() // every host view hides every other session
 	if err := errors.Join(errs...); err != nil {
 		return errorf(CodeFailed, "recover: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -195,6 +197,11 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return fail("%v", err)
 	}
+	if done, err := m.adoptSession(id, s, rec); done {
+		return nil
+	} else if err != nil {
+		m.log.Warn("recover: the kept connections could not be served on; mounting again", "session", id, "err", err)
+	}
 	if err := clearMount(rec.Mountpoint, true, true); err != nil {
 		return fail("clear stale mount on %s: %v", rec.Mountpoint, err)
 	}
@@ -217,12 +224,13 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	if err != nil {
 		return fail("root %s: %v", rec.Root, err)
 	}
-	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, m.labelled(rec.Labels)); err != nil {
+	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, m.labelled(rec.Labels), nil); err != nil {
 		return fail("%v", err)
 	}
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
 		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id, HostView: m.hostViewOf(id),
+		Keep: m.store,
 	})
 	if err != nil {
 		m.unmountHostView(id)

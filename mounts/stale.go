@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -185,7 +186,7 @@ var betweenLockLooks func()
 // to lockWait: the lock goes with the first of its descriptors the kernel
 // closes, the rest (its socket among them, which the next Listen would find
 // still accepting) after it.
-func takeLock(f *os.File, lockPath, sessDir string) error {
+func takeLock(f *os.File, lockPath, sessDir string, o lockOpts) error {
 	taken, err := tryLock(f)
 	if err != nil {
 		return err
@@ -204,16 +205,22 @@ func takeLock(f *os.File, lockPath, sessDir string) error {
 			}
 		}
 		if !taken {
-			if pid == 0 || !dying(pid) {
+			switch {
+			case pid != 0 && !dying(pid) && o.takeover:
+				if err := takeOver(f, pid, lockPath, o.log); err != nil {
+					return err
+				}
+			case pid == 0 || !dying(pid):
 				return fmt.Errorf("held by pid %d", pid)
-			}
-			if err := awaitExit(f, pid, sessDir); err != nil {
-				return err
+			default:
+				if err := awaitExit(f, pid, sessDir, !o.keepConns); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	if prev := recordedHolder(f); prev != 0 && prev != os.Getpid() && dying(prev) {
-		if err := awaitExit(f, prev, sessDir); err != nil {
+		if err := awaitExit(f, prev, sessDir, !o.keepConns); err != nil {
 			return err
 		}
 	}
@@ -248,9 +255,14 @@ func recordedHolder(f *os.File) int {
 // awaitExit aborts the FUSE connections of the mounts recorded in sessDir
 // and waits up to lockWait until the dying process pid has finished and f
 // holds the lock; on timeout f does not hold it.
-func awaitExit(f *os.File, pid int, sessDir string) error {
+//
+// Without abort (the connections are kept for this successor to serve on:
+// Config.Store), nothing is aborted.
+func awaitExit(f *os.File, pid int, sessDir string, abort bool) error {
 	started := procStat(pid) // to tell it from a later process with its pid
-	abortRecordedMounts(sessDir)
+	if abort {
+		abortRecordedMounts(sessDir)
+	}
 	deadline := time.Now().Add(lockWait)
 	for {
 		taken, err := tryLock(f)
@@ -300,4 +312,43 @@ func procStat(pid int) []string {
 		return nil
 	}
 	return strings.Fields(s[i+1:])
+}
+
+// lockOpts are how takeLock treats a live or dying holder.
+type lockOpts struct {
+	takeover  bool // a live holder is asked to stop (Config.Takeover)
+	keepConns bool // a dying holder's connections are kept: not aborted
+	log       *slog.Logger
+}
+
+// takeOver asks the live daemon pid that holds the lock to stop (SIGTERM:
+// it stops serving at a request boundary and exits, its connections kept,
+// Manager.Detach) and waits up to lockWait for the lock. If another
+// process takes the lock first (a second successor), that one is named.
+func takeOver(f *os.File, pid int, lockPath string, log *slog.Logger) error {
+	started := procStat(pid)
+	log.Info("taking over from the running daemon", "pid", pid)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("held by pid %d, which could not be asked to stop: %v", pid, err)
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		taken, err := tryLock(f)
+		if err != nil {
+			return err
+		}
+		// Not before it is gone: a paused server still reads requests
+		// (and leaves them unanswered) until its process exits, and the
+		// successor's FUSE_NOTIFY_RESEND must come after the last one.
+		if taken && finished(pid, started) {
+			return nil
+		}
+		if now := lockHolder(lockPath); !taken && now != 0 && now != pid && finished(pid, started) {
+			return fmt.Errorf("taken over by pid %d first", now)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("held by pid %d, which was asked to stop %s ago and still holds it", pid, lockWait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

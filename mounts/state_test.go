@@ -3,6 +3,7 @@ package mounts
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -216,13 +217,13 @@ func TestTakeLockHolderLetGo(t *testing.T) {
 	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	err := takeLock(f, lockPath, dir)
+	err := takeLock(f, lockPath, dir, lockOpts{log: slog.Default()})
 	if want := fmt.Sprintf("held by pid %d", os.Getpid()); err == nil || err.Error() != want {
 		t.Fatalf("takeLock with a live holder = %v, want %q", err, want)
 	}
 	betweenLockLooks = func() { unix.Flock(int(holder.Fd()), unix.LOCK_UN) }
 	t.Cleanup(func() { betweenLockLooks = nil })
-	if err := takeLock(f, lockPath, dir); err != nil {
+	if err := takeLock(f, lockPath, dir, lockOpts{log: slog.Default()}); err != nil {
 		t.Fatalf("takeLock after the holder let go = %v, want nil", err)
 	}
 	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
@@ -253,7 +254,7 @@ func TestTakeLockRecordedHolderAlive(t *testing.T) {
 	}
 	t.Cleanup(func() { f.Close() })
 	// Waiting for it would end in "has not exited" after lockWait.
-	if err := takeLock(f, lockPath, dir); err != nil {
+	if err := takeLock(f, lockPath, dir, lockOpts{log: slog.Default()}); err != nil {
 		t.Fatalf("takeLock with a live recorded holder = %v, want nil", err)
 	}
 	if b, err := os.ReadFile(lockPath); err != nil || string(b) != fmt.Sprintf("%d\n", os.Getpid()) {

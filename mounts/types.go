@@ -4,6 +4,8 @@ package mounts
 // return, as the JSON API prints them.
 
 import (
+	"github.com/wsfs/wsfs/transport"
+
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -33,6 +35,17 @@ type Config struct {
 	// (wsfs serve: its socket); the state directory, the mount base and the
 	// other sessions are hidden anyway.
 	Hidden []string
+	// Store, when set, keeps every session's connections (its mount and
+	// its host view) outside the process (DESIGN.md, "Round 4"), so that
+	// they survive the daemon: Recover serves the ones kept there on
+	// (transport.TakeConns) instead of mounting again, and Detach stops
+	// without unmounting. nil: connections end with the process.
+	Store transport.Store
+	// Takeover, when the state directory's lock is held by a live daemon,
+	// asks it to stop (SIGTERM: it detaches, see Detach) and waits for
+	// the lock, instead of refusing. A second successor that loses the
+	// race is refused, naming the winner.
+	Takeover bool
 }
 
 // Spec is what Create needs: one new session.

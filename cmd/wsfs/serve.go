@@ -14,6 +14,7 @@ import (
 
 	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/client"
+	"github.com/wsfs/wsfs/transport"
 )
 
 func init() { registerCommand(newServeCmd) }
@@ -41,6 +42,7 @@ func defaultMountBase(socket string) string {
 // newServeCmd returns the `wsfs serve` verb.
 func newServeCmd() *cobra.Command {
 	var socket, stateDir, mountBase, logLevel string
+	var keep, takeover bool
 	cmd := &cobra.Command{
 		Use:   "serve [--socket PATH] [--state-dir DIR] [--mount-base DIR]",
 		Short: "Run the session daemon: many session mounts behind a Unix-socket JSON API",
@@ -51,16 +53,28 @@ another uid are refused (403).
 
 Logs go to stderr; the line "msg=serving" says the socket answers.
 
-SIGTERM or SIGINT: stop accepting, finish the requests in flight, unmount every
-session (records stay, so the next start mounts them again), remove the
-socket, exit 0.
+Sessions outlive the daemon (as root, unless --keep-connections=false):
+every session's FUSE connections are kept by systemd's file descriptor store
+when run as a service with FileDescriptorStoreMax= (hack/systemd), otherwise
+by a small holder process this command starts (descriptors only; it lives on
+after the daemon). After a crash (kill -9, OOM) the next start serves the
+kept connections on: processes in the mounts see a pause, never an error.
+Starting a second daemon on the same state directory takes over from the
+running one (an upgrade): the running one stops at a request boundary and
+exits 0, the new one serves on (--takeover=false refuses instead).
+
+SIGTERM: stop accepting, finish the requests in flight, detach: the sessions'
+connections stay kept for the next start (without keeping: unmount every
+session). SIGINT is the full stop: unmount every session (records stay, so
+the next start mounts them again) and end the holder. Either removes the
+socket and exits 0.
 
 Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
 /run/wsfs/wsfs.sock; --state-dir /var/lib/wsfs (root) or
 $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd, socket, stateDir, mountBase, logLevel)
+			return runServe(cmd, serveFlags{socket, stateDir, mountBase, logLevel, keep, takeover})
 		},
 	}
 	fl := cmd.Flags()
@@ -68,11 +82,20 @@ $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 	fl.StringVar(&stateDir, "state-dir", defaultStateDir(), "directory of session records and event logs")
 	fl.StringVar(&mountBase, "mount-base", "", "parent directory of default mountpoints (default: the socket's directory + /mnt)")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.BoolVar(&keep, "keep-connections", os.Geteuid() == 0, "keep the sessions' FUSE connections outside the daemon so they survive a restart or crash (needs root)")
+	fl.BoolVar(&takeover, "takeover", true, "when a daemon already serves the state directory, take its sessions over instead of refusing")
 	return cmd
 }
 
+// serveFlags are wsfs serve's flags.
+type serveFlags struct {
+	socket, stateDir, mountBase, logLevel string
+	keep, takeover                        bool
+}
+
 // runServe runs the daemon until SIGTERM or SIGINT.
-func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) error {
+func runServe(cmd *cobra.Command, f serveFlags) error {
+	socket, stateDir, mountBase, logLevel := f.socket, f.stateDir, f.mountBase, f.logLevel
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return errUsage("--log-level %q: want debug, info, warn or error", logLevel)
@@ -97,8 +120,19 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	m, err := mounts.New(mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
-		Hidden: []string{socket}}) // the socket: hidden from every host view
+	if f.keep && os.Geteuid() != 0 {
+		return errUsage("--keep-connections: needs root (open_by_handle_at(2) finds a session's files again after a restart)")
+	}
+	cfg := mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
+		Hidden: []string{socket}, Takeover: f.takeover} // the socket: hidden from every host view
+	if f.keep {
+		store, err := connectionStore(stateDir, logger)
+		if err != nil {
+			return err
+		}
+		cfg.Store = store
+	}
+	m, err := mounts.New(cfg)
 	if err != nil {
 		return serveInputErr(err)
 	}
@@ -107,14 +141,25 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 		m.Close(context.Background())
 		return serveInputErr(err)
 	}
-	defer os.Remove(socket)
+	// Removed at the end only while it is still this daemon's: a successor
+	// that took over may have made its own there already.
+	var sockSt syscall.Stat_t
+	syscall.Stat(socket, &sockSt)
+	defer func() {
+		var now syscall.Stat_t
+		if syscall.Stat(socket, &now) == nil && now.Ino == sockSt.Ino && now.Dev == sockSt.Dev {
+			os.Remove(socket)
+		}
+	}()
 
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
+	fullStop := false
 	go func() {
 		select {
 		case sig := <-sigs:
-			logger.Info("stopping", "signal", sig.String())
+			fullStop = sig == syscall.SIGINT
+			logger.Info("stopping", "signal", sig.String(), "full_stop", fullStop || cfg.Store == nil)
 			cancel()
 		case <-ctx.Done():
 		}
@@ -127,7 +172,16 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 	api := mounts.NewAPI(m, logger)
 	serveErr := api.Serve(ctx, l)
 	l.Close()
-	closeErr := m.Close(context.Background())
+	var closeErr error
+	if fullStop || cfg.Store == nil {
+		closeErr = m.Close(context.Background())
+		if h, ok := cfg.Store.(*transport.Holder); ok && closeErr == nil {
+			// Nothing is kept any more: the holder has no work left.
+			h.Exit()
+		}
+	} else {
+		closeErr = m.Detach(context.Background())
+	}
 	if serveErr != nil && !errors.Is(serveErr, context.Canceled) {
 		return fmt.Errorf("serve %s: %w", socket, serveErr)
 	}
@@ -146,4 +200,49 @@ func serveInputErr(err error) error {
 		return asUsage(err)
 	}
 	return err
+}
+
+// connectionStore returns where the daemon keeps its sessions' connections:
+// systemd's file descriptor store when it runs as a service with a notify
+// socket, else the holder process of stateDir (started when none answers
+// at <stateDir>/holder.sock: this executable's hidden `holder` verb).
+func connectionStore(stateDir string, logger *slog.Logger) (transport.Store, error) {
+	if s := transport.NewFDStore(); s != nil {
+		logger.Info("connections kept in systemd's file descriptor store")
+		return s, nil
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory %q: %w", stateDir, err)
+	}
+	sock := filepath.Join(stateDir, "holder.sock")
+	h, err := transport.SpawnHolder(sock, []string{"/proc/self/exe", "holder", "--socket", sock})
+	if err != nil {
+		return nil, fmt.Errorf("connection holder: %w", err)
+	}
+	pid, _ := h.Ping()
+	logger.Info("connections kept by the holder process", "socket", sock, "pid", pid)
+	return h, nil
+}
+
+func init() { registerCommand(newHolderCmd) }
+
+// newHolderCmd returns the hidden `wsfs holder` verb: the holder process
+// wsfs serve starts (transport.RunHolder).
+func newHolderCmd() *cobra.Command {
+	var socket string
+	cmd := &cobra.Command{
+		Use:    "holder --socket PATH",
+		Short:  "Keep the daemon's FUSE connections across its restarts (started by wsfs serve)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if socket == "" {
+				return errUsage("--socket: required")
+			}
+			signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+			return transport.RunHolder(socket, transport.HolderReady)
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", "", "Unix socket to listen on")
+	return cmd
 }

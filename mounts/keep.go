@@ -1,0 +1,195 @@
+package mounts
+
+// Sessions that outlive the daemon (DESIGN.md, "Round 4"). With
+// Config.Store, every session's two connections (its mount and its host
+// view) are kept outside the process from the moment they are mounted
+// (fusefs Config.Keep). A daemon that dies (kill -9, OOM) or detaches
+// (SIGTERM, a takeover: Detach) leaves them there; the next daemon on the
+// same state directory takes them in Recover and serves them on, so
+// processes in the mounts see a pause and no error. A connection with no
+// session record, or whose session cannot be served on, is ended (its
+// descriptors closed everywhere: the kernel then answers ENOTCONN) and the
+// session is mounted again as before.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
+)
+
+// detachWait bounds how long Detach waits for a request in flight (a lock
+// wait may never end); one still running is answered by the successor
+// after FUSE_NOTIFY_RESEND.
+const detachWait = 2 * time.Second
+
+// takeKept takes the connections kept in the store; those of no recorded
+// session (have) are ended at once, so that Recover's cleanup finds their
+// mounts dead rather than waiting on them.
+func (m *Manager) takeKept(have map[string]bool) {
+	if m.store == nil {
+		return
+	}
+	conns, bad, err := transport.TakeConns(m.store)
+	if err != nil {
+		m.log.Warn("recover: kept connections could not be read; sessions are mounted again", "store", m.store.Kind(), "err", err)
+		return
+	}
+	for name, why := range bad {
+		m.log.Warn("recover: a kept connection is ended: its state cannot be used", "name", name, "err", why)
+		m.store.Remove(name + ".fuse")
+		m.store.Remove(name + ".state")
+	}
+	m.kept = conns
+	for mp, c := range conns {
+		if !have[c.Meta.Session] {
+			m.endKept(mp)
+		}
+	}
+}
+
+// takeConn returns the kept connection of mountpoint mp (nil if none) and
+// no longer counts it as kept.
+func (m *Manager) takeConn(mp string) *transport.Conn {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.kept[mp]
+	delete(m.kept, mp)
+	return c
+}
+
+// endKept ends the kept connection of mountpoint mp: closed here and
+// removed from the store, the kernel ends it (ENOTCONN).
+func (m *Manager) endKept(mp string) {
+	if c := m.takeConn(mp); c != nil {
+		m.endConn(c)
+	}
+}
+
+func (m *Manager) endConn(c *transport.Conn) {
+	c.Close()
+	if err := transport.Forget(m.store, c.Meta.Mountpoint); err != nil {
+		m.log.Warn("kept connection not removed from the store", "mountpoint", c.Meta.Mountpoint, "err", err)
+	}
+}
+
+// endAllKept ends every kept connection no session took, and clears its
+// mount.
+func (m *Manager) endAllKept() {
+	m.mu.Lock()
+	left := m.kept
+	m.kept = nil
+	m.mu.Unlock()
+	for mp, c := range left {
+		m.endConn(c)
+		if err := clearMount(mp, true, true); err != nil {
+			m.log.Warn("recover: clear an ended connection's mount", "mountpoint", mp, "err", err)
+		}
+	}
+}
+
+// adoptSession serves session id on its kept connections (mount and host
+// view), s.mu held. done reports that it is served; otherwise err says why
+// not (nil: nothing was kept) and both connections are ended, so that the
+// caller can mount the session again.
+func (m *Manager) adoptSession(id string, s *session, rec record) (done bool, err error) {
+	mc, hc := m.takeConn(rec.Mountpoint), m.takeConn(m.hostViewOf(id))
+	if mc == nil && hc == nil {
+		return false, nil
+	}
+	end := func(err error) (bool, error) {
+		for _, c := range []*transport.Conn{mc, hc} {
+			if c != nil {
+				m.endConn(c)
+			}
+		}
+		return false, err
+	}
+	if mc == nil || hc == nil {
+		return end(errors.New("only one of the session's two connections was kept"))
+	}
+	pol, err := policy.Compile(rec.Policy)
+	if err != nil {
+		return end(err)
+	}
+	rootID, err := rootFileID(rec.Root)
+	if err != nil {
+		return end(fmt.Errorf("root %s: %v", rec.Root, err))
+	}
+	log := m.labelled(rec.Labels)
+	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, log, hc); err != nil {
+		return end(err)
+	}
+	srv, err := fusefs.Mount(fusefs.Config{
+		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
+		Symlinks: rec.Symlinks, Logger: log, Session: id, HostView: m.hostViewOf(id),
+		Keep: m.store, Adopt: mc,
+	})
+	if err != nil {
+		// The host view serves already: unmounting it ends its
+		// connection and its kept copy.
+		m.unmountHostView(id)
+		mc.Close()
+		transport.Forget(m.store, mc.Meta.Mountpoint)
+		return false, err
+	}
+	s.srv, s.pol, s.rootID = srv, pol, rootID
+	m.log.Info("session served on", "session", id, "mountpoint", rec.Mountpoint, "cwd", cwdPath(rec.Mountpoint, s.hostView, s.cwd))
+	return true, nil
+}
+
+// Detach stops the Manager for a successor: every session's servers stop at
+// a request boundary (fusefs Server.Pause; what arrives later waits in the
+// kernel, and is sent to the successor again), jails are ended as at
+// Close, records and kept connections stay, nothing is unmounted, and the
+// state directory's lock is released. Without a store it is Close: a
+// connection nobody keeps would end with the process anyway.
+func (m *Manager) Detach(ctx context.Context) error {
+	if m.store == nil {
+		return m.Close(ctx)
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	all := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	views := make([]*fusefs.Server, 0, len(m.hostViews))
+	for _, hv := range m.hostViews {
+		views = append(views, hv.srv)
+	}
+	m.mu.Unlock()
+	paused, late := 0, 0
+	for _, s := range all {
+		s.mu.Lock()
+		m.endJails(s)
+		m.unmountJailView(s)
+		if s.srv != nil {
+			if !s.srv.Pause(detachWait) {
+				late++
+			}
+			paused++
+		}
+		s.events.close()
+		s.gone = true
+		s.mu.Unlock()
+	}
+	for _, v := range views {
+		if !v.Pause(detachWait) {
+			late++
+		}
+	}
+	if m.lock != nil {
+		m.lock.Close()
+	}
+	m.log.Info("sessions detached: their connections are kept for the next daemon", "count", paused, "store", m.store.Kind(), "still_running", late)
+	return nil
+}
