@@ -77,18 +77,16 @@ func (m *Manager) endConn(c *transport.Conn) {
 	}
 }
 
-// endAllKept ends every kept connection no session took, and clears its
-// mount.
+// endAllKept ends every kept connection no session took (a session whose
+// record cannot be read, or that failed): its mount is dead (ENOTCONN)
+// from then on, as after a crash without keeping, until Remove clears it.
 func (m *Manager) endAllKept() {
 	m.mu.Lock()
 	left := m.kept
 	m.kept = nil
 	m.mu.Unlock()
-	for mp, c := range left {
+	for _, c := range left {
 		m.endConn(c)
-		if err := clearMount(mp, true, true); err != nil {
-			m.log.Warn("recover: clear an ended connection's mount", "mountpoint", mp, "err", err)
-		}
 	}
 }
 

@@ -12,10 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wsfs/wsfs/mounts/api"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // sessionLoop is a shell working in a session mount while daemons come and
@@ -232,5 +234,44 @@ func TestSessionsOutliveDaemon(t *testing.T) {
 		if err := d.c.Remove(ctx, fmt.Sprintf("s%d", i), false); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestHolderKilled: with the holder gone, the mounts serve on while the
+// daemon lives (it has its own descriptors); after the daemon is killed too
+// they are dead, and the next start mounts every session again, as without
+// keeping, logged, and never hangs.
+func TestHolderKilled(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	mkTree(t, filepath.Join(dir, "p"), "sub/f")
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "p", Root: filepath.Join(dir, "p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &transport.Holder{Socket: filepath.Join(d.stateDir, "holder.sock")}
+	pid, err := h.Ping()
+	h.Close()
+	if err != nil {
+		t.Fatalf("no holder: %v\n%s", err, d.logText())
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, commandf("cat %s/sub/f", s.Mountpoint)); r.code != 0 || r.stdout != "sub/f" {
+		t.Fatalf("read through the mount with the holder gone: %+v", r)
+	}
+	d.kill()
+	d.waitExit(t)
+	d2 := startDaemon(t, dir)
+	if !strings.Contains(d2.logText(), `msg="session recovered" session=p`) {
+		t.Fatalf("after the holder and the daemon were killed, want the session mounted again:\n%s", d2.logText())
+	}
+	if r := d2.exec(t, "p", nil, "cat", "sub/f"); r.code != 0 || r.stdout != "sub/f" {
+		t.Fatalf("exec in p after the restart: %+v", r)
+	}
+	if err := d2.c.Remove(ctx, "p", false); err != nil {
+		t.Fatal(err)
 	}
 }
