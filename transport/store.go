@@ -471,22 +471,18 @@ func NewFDStore() *FDStore {
 func (s *FDStore) Kind() string { return "fdstore" }
 
 func (s *FDStore) notify(state string, fds []int) error {
-	addr := &net.UnixAddr{Name: s.Socket, Net: "unixgram"}
-	if strings.HasPrefix(s.Socket, "@") {
-		addr.Name = "\x00" + s.Socket[1:]
-	}
-	c, err := net.DialUnix("unixgram", nil, addr)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("fdstore: %w", err)
 	}
-	defer c.Close()
+	defer unix.Close(fd)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	_, _, err = c.WriteMsgUnix([]byte(state), oob, nil)
-	if err != nil {
-		return fmt.Errorf("fdstore: %w", err)
+	// x/sys turns a leading "@" into the abstract namespace's NUL.
+	if err := unix.Sendmsg(fd, []byte(state), oob, &unix.SockaddrUnix{Name: s.Socket}, 0); err != nil {
+		return fmt.Errorf("fdstore: send to %s: %w", s.Socket, err)
 	}
 	return nil
 }

@@ -1,0 +1,252 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestStateReplay: the live set after a log of adds, forgets, opens,
+// releases and backing IDs is exactly what the kernel may still refer to;
+// a torn last record (a process killed mid-append) is the end of the log,
+// and appending goes on after the last whole record.
+func TestStateReplay(t *testing.T) {
+	s, err := NewState(Meta{Kind: "mount", Mountpoint: "/m", Root: "/r", RootMountID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AddNode(&Node{Ino: 10, Mode: syscall.S_IFDIR, MountID: 7, Type: 1, Handle: []byte{1, 2}, Path: "/r/a"})
+	s.AddNode(&Node{Ino: 11, Mode: syscall.S_IFREG, MountID: 7, Type: 1, Handle: []byte{3}, Path: "/r/a/f"})
+	s.SetBacking(11, 5)
+	s.AddNode(&Node{Ino: 12, Mode: syscall.S_IFREG, MountID: 7, Type: 1, Handle: []byte{4}, Path: "/r/g"})
+	s.Forget(12)
+	s.Open(File{Fh: 3, Ino: 11, Flags: uint32(os.O_WRONLY | os.O_APPEND)})
+	s.Open(File{Fh: 4, Ino: 10, Dir: true})
+	s.Release(4)
+	s.AllocIno(InoAlloc{Dev: 9, Ino: 99, Alloc: 1<<63 | 1})
+	end := s.Size()
+	// A torn record: a length that runs past the end.
+	if _, err := unix.Pwrite(s.Fd(), []byte{200, 0, 0, 0, 1, 2}, end); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Dup(s.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2, meta, live, err := OpenState(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if meta.Mountpoint != "/m" || meta.Root != "/r" || meta.RootMountID != 7 {
+		t.Errorf("meta: %+v", meta)
+	}
+	if got := fmt.Sprint(len(live.Nodes), live.Nodes[10] != nil, live.Nodes[11] != nil, live.Nodes[12] == nil); got != "2 true true true" {
+		t.Errorf("nodes (count, 10, 11 live, 12 gone): %s; %+v", got, live.Nodes)
+	}
+	if n := live.Nodes[11]; n.Backing != 5 || n.Path != "/r/a/f" || string(n.Handle) != "\x03" || n.Mode != syscall.S_IFREG {
+		t.Errorf("node 11: %+v", n)
+	}
+	if len(live.Files) != 1 || live.Files[3] == nil || live.Files[3].Ino != 11 || live.Files[3].Flags != uint32(os.O_WRONLY|os.O_APPEND) {
+		t.Errorf("files: %+v", live.Files)
+	}
+	if len(live.Inos) != 1 || live.Inos[0] != (InoAlloc{Dev: 9, Ino: 99, Alloc: 1<<63 | 1}) {
+		t.Errorf("inos: %+v", live.Inos)
+	}
+	if s2.Size() != end {
+		t.Errorf("append offset %d, want %d (after the last whole record)", s2.Size(), end)
+	}
+}
+
+// TestStateRefused: state of another format version, or with a corrupt
+// header, is refused with the error that says which.
+func TestStateRefused(t *testing.T) {
+	s, err := NewState(Meta{Kind: "mount", Mountpoint: "/m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dup := func() int {
+		fd, err := unix.Dup(s.Fd())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	unix.Pwrite(s.Fd(), []byte{StateVersion + 1, 0, 0, 0}, 8)
+	if _, _, _, err := OpenState(dup()); !errors.Is(err, ErrStateVersion) {
+		t.Errorf("another version: %v, want ErrStateVersion", err)
+	}
+	unix.Pwrite(s.Fd(), []byte("XXXX"), 0)
+	if _, _, _, err := OpenState(dup()); !errors.Is(err, ErrStateCorrupt) {
+		t.Errorf("a corrupt header: %v, want ErrStateCorrupt", err)
+	}
+}
+
+// TestHolder: descriptors put in the holder come back from Take (the same
+// open file: a byte written through one is read through the other), Put of
+// a name replaces, Remove forgets, bad names are refused, Exit ends it.
+func TestHolder(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "h.sock")
+	listening, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- RunHolder(sock, func() { close(listening) }) }()
+	<-listening
+	h := &Holder{Socket: sock}
+	defer h.Close()
+	pid, err := h.Ping()
+	if err != nil || pid != os.Getpid() {
+		t.Fatalf("ping: %d %v", pid, err)
+	}
+	fa, _ := NewState(Meta{Mountpoint: "/a"})
+	fb, _ := NewState(Meta{Mountpoint: "/b"})
+	defer fa.Close()
+	defer fb.Close()
+	for _, p := range []struct {
+		name string
+		fd   int
+	}{{"x.fuse", fa.Fd()}, {"y.state", fb.Fd()}, {"x.fuse", fb.Fd()}} {
+		if err := h.Put(p.name, p.fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Put("bad:name", fa.Fd()); err == nil || !strings.Contains(err.Error(), `"bad:name"`) {
+		t.Errorf("bad name: %v", err)
+	}
+	got, err := h.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("take: %v", got)
+	}
+	for _, fd := range got {
+		defer unix.Close(fd)
+	}
+	// x.fuse was replaced by fb's file: it reads fb's header.
+	buf := make([]byte, 8)
+	if n, err := unix.Pread(got["x.fuse"], buf, 0); err != nil || string(buf[:n]) != stateMagic {
+		t.Errorf("x.fuse: %q %v", buf, err)
+	}
+	if err := h.Remove("x.fuse"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.Take(); len(got) != 1 || got["y.state"] == 0 {
+		t.Errorf("after remove: %v", got)
+	} else {
+		unix.Close(got["y.state"])
+	}
+	if err := h.Exit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("RunHolder after Exit: %v", err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket after exit: %v", err)
+	}
+}
+
+// TestFDStoreNotify checks FDStore's half of systemd's protocol
+// (sd_pid_notify_with_fds(3)): Put sends FDSTOREREMOVE then FDSTORE=1 with
+// the name and the descriptor, Remove FDSTOREREMOVE, to $NOTIFY_SOCKET.
+func TestFDStoreNotify(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := &FDStore{Socket: path, got: map[string]int{}}
+	st, _ := NewState(Meta{Mountpoint: "/x"})
+	defer st.Close()
+	if err := s.Put("wsfs-1.state", st.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("wsfs-1.state"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"FDSTOREREMOVE=1\nFDNAME=wsfs-1.state", "FDSTORE=1\nFDNAME=wsfs-1.state", "FDSTOREREMOVE=1\nFDNAME=wsfs-1.state"}
+	for i, w := range want {
+		buf, oob := make([]byte, 512), make([]byte, 64)
+		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(buf[:n]) != w {
+			t.Errorf("message %d: %q, want %q", i, buf[:n], w)
+		}
+		var fds []int
+		if oobn > 0 {
+			cms, _ := unix.ParseSocketControlMessage(oob[:oobn])
+			for _, cm := range cms {
+				got, _ := unix.ParseUnixRights(&cm)
+				fds = append(fds, got...)
+			}
+		}
+		if (i == 1) != (len(fds) == 1) {
+			t.Errorf("message %d carries %d descriptors", i, len(fds))
+		}
+		for _, fd := range fds {
+			buf := make([]byte, 8)
+			if n, _ := unix.Pread(fd, buf, 0); string(buf[:n]) != stateMagic {
+				t.Errorf("the descriptor sent is not the state: %q", buf[:n])
+			}
+			unix.Close(fd)
+		}
+	}
+}
+
+// TestFDStoreListen checks the other half (sd_listen_fds_with_names(3)):
+// a process started with LISTEN_PID (its own pid), LISTEN_FDS and
+// LISTEN_FDNAMES finds the descriptors from 3 on under their names, and the
+// variables are unset.
+func TestFDStoreListen(t *testing.T) {
+	if os.Getenv("WSFS_TEST_FDSTORE_CHILD") != "" {
+		s := NewFDStore()
+		got, err := s.Take()
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		buf := make([]byte, 8)
+		n, _ := unix.Pread(got["b.state"], buf, 0)
+		fmt.Printf("%d %q %q %s\n", len(got), buf[:n], os.Getenv("LISTEN_FDS"), strings.Join(sortedKeys(got), ","))
+		os.Exit(0)
+	}
+	st, _ := NewState(Meta{Mountpoint: "/x"})
+	defer st.Close()
+	f := os.NewFile(uintptr(st.Fd()), "state")
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	// sh's $$ is the pid the test binary gets from exec.
+	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=2 LISTEN_FDNAMES=a.fuse:b.state exec "$0" -test.run=^TestFDStoreListen$`, os.Args[0])
+	cmd.Env = append(os.Environ(), "WSFS_TEST_FDSTORE_CHILD=1", "NOTIFY_SOCKET=/nonexistent")
+	cmd.ExtraFiles = []*os.File{null, f}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if got, want := string(out), "2 \"WSFSCONN\" \"\" a.fuse,b.state\n"; got != want {
+		t.Errorf("child saw %q, want %q", got, want)
+	}
+}
+
+func sortedKeys(m map[string]int) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	if len(k) == 2 && k[0] > k[1] {
+		k[0], k[1] = k[1], k[0]
+	}
+	return k
+}
