@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 func main() {
@@ -30,6 +31,7 @@ func main() {
 	debug := flag.Bool("debug", false, "log every FUSE request to stderr (go-fuse debug output)")
 	noWatch := flag.Bool("nowatch", false, "mount without the host-change watcher (fusefs.Config.NoWatch), to measure its cost")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the server to this file until exit")
+	keep := flag.String("keep", "", "keep the connection in a holder listening at this socket (started in this process), as wsfs serve does, to measure what keeping state costs")
 	flag.Parse()
 	if *root == "" || *mountpoint == "" {
 		fmt.Fprintln(os.Stderr, "usage: benchmount -root DIR -mountpoint DIR [-stats FILE] [-debug]")
@@ -58,14 +60,21 @@ func main() {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 
-	srv, err := fusefs.Mount(fusefs.Config{
+	cfg := fusefs.Config{
 		Root:       *root,
 		Mountpoint: *mountpoint,
 		Policy:     pol,
 		Debug:      *debug,
 		Session:    "bench",
 		NoWatch:    *noWatch,
-	})
+	}
+	if *keep != "" {
+		listening := make(chan struct{})
+		go transport.RunHolder(*keep, func() { close(listening) })
+		<-listening
+		cfg.Keep = &transport.Holder{Socket: *keep}
+	}
+	srv, err := fusefs.Mount(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmount:", err)
 		os.Exit(1)
