@@ -2,6 +2,7 @@ package mounts_test
 
 import (
 	"bufio"
+	"errors"
 	"context"
 	"fmt"
 	"io"
@@ -274,4 +275,163 @@ func TestHolderKilled(t *testing.T) {
 	if err := d2.c.Remove(ctx, "p", false); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPolicyAcrossTakeover: a policy changed while the daemon runs keeps its
+// meaning across a takeover and a kill -9: a session narrowed to read-only
+// stays read-only for the process that held its cwd through both (EROFS,
+// exactly), and widened again it writes.
+func TestPolicyAcrossTakeover(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	mkTree(t, filepath.Join(dir, "p"), "sub/")
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "p", Root: filepath.Join(dir, "p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := "read-only"
+	if _, err := d.c.PatchPolicy(ctx, "p", api.PolicyPatch{Mode: ro}); err != nil {
+		t.Fatal(err)
+	}
+	// A shell that holds its cwd in the mount through both restarts, and
+	// writes at each step given on its stdin.
+	sh := exec.Command("bash", "-c", `cd "$0/sub" || exit 1; while read -r step; do touch "f-$step" 2>&1 | sed 's/.*: //'; echo "end $step"; done`, s.Mountpoint)
+	in, _ := sh.StdinPipe()
+	outp, _ := sh.StdoutPipe()
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); sh.Process.Kill(); sh.Wait() })
+	out := bufio.NewReader(outp)
+	step := func(name string) string {
+		t.Helper()
+		fmt.Fprintln(in, name)
+		var got []string
+		for {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%s: the shell ended: %v", name, err)
+			}
+			if line == "end "+name+"\n" {
+				return strings.Join(got, "")
+			}
+			got = append(got, line)
+		}
+	}
+	if got := step("before"); got != "Read-only file system\n" {
+		t.Fatalf("write in the read-only session: %q", got)
+	}
+	old := d
+	d = startDaemon(t, dir)
+	old.waitExit(t)
+	if got := step("takeover"); got != "Read-only file system\n" {
+		t.Fatalf("write after the takeover: %q, want EROFS", got)
+	}
+	d.kill()
+	d.waitExit(t)
+	d = startDaemon(t, dir)
+	if got := step("crash"); got != "Read-only file system\n" {
+		t.Fatalf("write after kill -9 and a restart: %q, want EROFS", got)
+	}
+	ww := "workspace-write"
+	if _, err := d.c.PatchPolicy(ctx, "p", api.PolicyPatch{Mode: ww}); err != nil {
+		t.Fatal(err)
+	}
+	if got := step("widened"); got != "" {
+		t.Fatalf("write after widening: %q, want none", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p/sub/f-widened")); err != nil {
+		t.Fatalf("the write after widening is not on disk: %v", err)
+	}
+	for _, n := range []string{"before", "takeover", "crash"} {
+		if _, err := os.Lstat(filepath.Join(dir, "p/sub/f-"+n)); !os.IsNotExist(err) {
+			t.Errorf("f-%s exists on disk: %v", n, err)
+		}
+	}
+	in.Close()
+	sh.Wait()
+	if err := d.c.Remove(ctx, "p", false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTwoSuccessors: two daemons started at once on a running one's state
+// directory end with exactly one serving the sessions: the other either
+// lost the race for the lock (exit 2, naming the winner) or was itself
+// taken over after it had won (exit 0).
+func TestTwoSuccessors(t *testing.T) {
+	dir := newDaemonDir(t)
+	a := startDaemon(t, dir)
+	ctx := context.Background()
+	mkTree(t, filepath.Join(dir, "p"), "f")
+	s, err := a.c.Create(ctx, api.CreateRequest{ID: "p", Root: filepath.Join(dir, "p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type started struct {
+		cmd  *exec.Cmd
+		errb strings.Builder
+		done chan error
+	}
+	var succ [2]*started
+	for i := range succ {
+		st := &started{done: make(chan error, 1)}
+		st.cmd = exec.Command(wsfsBin, "serve", "--socket", a.socket, "--state-dir", a.stateDir, "--mount-base", a.mountBase)
+		st.cmd.Stderr = &st.errb
+		succ[i] = st
+	}
+	for _, st := range succ {
+		if err := st.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { st.done <- st.cmd.Wait() }()
+	}
+	t.Cleanup(func() {
+		for _, st := range succ {
+			if st.cmd.Process.Signal(syscall.SIGINT) == nil {
+				if err := <-st.done; err != nil {
+					st.done <- err
+				}
+			}
+		}
+	})
+	a.waitExit(t)
+	// One of the two exits; the survivor is the other.
+	var loser, winner *started
+	select {
+	case err := <-succ[0].done:
+		loser, winner = succ[0], succ[1]
+		succ[0].done <- err
+	case err := <-succ[1].done:
+		loser, winner = succ[1], succ[0]
+		succ[1].done <- err
+	}
+	lerr := <-loser.done
+	switch code := exitCode(lerr); {
+	case code == 2 && strings.Contains(loser.errb.String(), "taken over by pid"):
+	case code == 0 && strings.Contains(winner.errb.String(), "taking over from the running daemon"):
+	default:
+		t.Fatalf("the successor that exited: code %d\n%s\nthe other:\n%s", code, loser.errb.String(), winner.errb.String())
+	}
+	if r := run(t, commandf("cat %s/f", s.Mountpoint)); r.code != 0 || r.stdout != "f" {
+		t.Fatalf("read through the mount after the two starts: %+v\nwinner:\n%s", r, winner.errb.String())
+	}
+	winner.cmd.Process.Signal(syscall.SIGINT)
+	werr := <-winner.done
+	winner.done <- werr
+	if werr != nil {
+		t.Fatalf("the serving successor on SIGINT: %v\n%s", werr, winner.errb.String())
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }
