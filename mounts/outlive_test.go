@@ -2,8 +2,8 @@ package mounts_test
 
 import (
 	"bufio"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
