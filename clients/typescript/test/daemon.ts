@@ -1,5 +1,5 @@
 // A real `wsfs serve` for the tests: built from this repository (or
-// $WSFS_BIN), started on a fresh directory, stopped with SIGTERM, and every
+// $WSFS_BIN), started on a fresh directory, stopped with SIGINT (the full stop: SIGTERM would keep the sessions for a next daemon), and every
 // mount it left under that directory cleared by its exact path.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -76,7 +76,7 @@ export async function startDaemon(): Promise<Daemon> {
     log: () => log,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGTERM");
+        child.kill("SIGINT");
         await exited;
       }
       clearMounts(dir);
