@@ -120,7 +120,15 @@ type State struct {
 	mu  sync.Mutex
 	off int64
 	buf []byte
+	// mem maps the file (MAP_SHARED) up to its size, so that a record is
+	// appended with a copy, no system call: the pages are the memfd's, so
+	// what is copied is in the state the moment the copy ends, whatever
+	// happens to this process after.
+	mem []byte
 }
+
+// stateGrow is the least the state's file and mapping grow by.
+const stateGrow = 1 << 20
 
 // NewState creates the state memfd for a connection with meta m.
 func NewState(m Meta) (*State, error) {
@@ -168,6 +176,12 @@ func (s *State) Close() error {
 	if s == nil {
 		return nil
 	}
+	s.mu.Lock()
+	if s.mem != nil {
+		unix.Munmap(s.mem)
+		s.mem = nil
+	}
+	s.mu.Unlock()
 	return unix.Close(s.fd)
 }
 
@@ -246,10 +260,33 @@ func (s *State) append(k byte, fields ...any) {
 	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(body, crcTable))
 	// A failed write loses recoverability of this one object, never
 	// correctness of the running server; there is nothing better to do.
-	if n, err := unix.Pwrite(s.fd, b, s.off); err == nil {
-		s.off += int64(n)
+	if s.off+int64(len(b)) > int64(len(s.mem)) && !s.grow(int64(len(b))) {
+		if n, err := unix.Pwrite(s.fd, b, s.off); err == nil {
+			s.off += int64(n)
+		}
+	} else {
+		s.off += int64(copy(s.mem[s.off:], b))
 	}
 	s.buf = b
+}
+
+// grow makes the file and its mapping at least need bytes longer than
+// the records written; s.mu held. False when it cannot (then records are
+// written with pwrite(2)).
+func (s *State) grow(need int64) bool {
+	size := max(2*int64(len(s.mem)), s.off+need+stateGrow)
+	if err := unix.Ftruncate(s.fd, size); err != nil {
+		return false
+	}
+	mem, err := unix.Mmap(s.fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return false
+	}
+	if s.mem != nil {
+		unix.Munmap(s.mem)
+	}
+	s.mem = mem
+	return true
 }
 
 // AddNode records n as known to the kernel.
