@@ -46,7 +46,8 @@ func newDoctorCmd() *cobra.Command {
 		Short: "Check that this host can run wsfs, one line per check with the fix",
 		Long: `Check /dev/fuse, the mount helper (fusermount3, or running as root), the
 kernel's FUSE passthrough support (Linux 6.9+), bubblewrap and the Landlock
-ABI (for exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other), the
+ABI (for exec --confine), whether sessions can outlive a daemon restart
+(root, Linux 6.9+), user_allow_other in /etc/fuse.conf (for --allow-other), the
 descriptor limit a server gets (one descriptor per inode the kernel keeps) and
 stale wsfs mounts (a daemon that died). Prints one line per check:
 "ok|warn|fail  NAME: DETAIL[ — fix: FIX]"; with --json one object per line
@@ -54,7 +55,7 @@ stale wsfs mounts (a daemon that died). Prints one line per check:
 not fail).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkBwrap(), checkLandlock(), checkAllowOther(), checkDescriptors(fusefs.RaiseDescriptorLimit())}
+			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkRestarts(), checkBwrap(), checkLandlock(), checkAllowOther(), checkDescriptors(fusefs.RaiseDescriptorLimit())}
 			checks = append(checks, checkStaleMounts()...)
 			failed := false
 			for _, c := range checks {
@@ -156,6 +157,28 @@ func checkPassthrough() check {
 		}
 	default:
 		c.Status, c.Detail, c.Fix = checkWarn, "kernel "+release+" has no FUSE passthrough: file data goes through the server", "upgrade to Linux 6.9+ for native-speed file data"
+	}
+	return c
+}
+
+// checkRestarts says whether wsfs serve's sessions can outlive the daemon
+// (README, "Restarts and upgrades"): it needs root (open_by_handle_at(2)
+// finds the files again) and Linux 6.9+ (FUSE_NOTIFY_RESEND sends the
+// requests a dead daemon read to the next one).
+func checkRestarts() check {
+	c := check{Name: "restarts"}
+	major, minor, release, err := kernelVersion()
+	switch {
+	case err != nil:
+		c.Status, c.Detail, c.Fix = checkWarn, firstLine(err.Error()), "check the kernel version by hand: keeping sessions over a restart needs Linux 6.9+"
+	case !(major > 6 || major == 6 && minor >= 9):
+		c.Status, c.Detail, c.Fix = checkWarn, "kernel "+release+" has no FUSE_NOTIFY_RESEND: a restart of wsfs serve ends its sessions' mounts (ENOTCONN) and mounts them again", "upgrade to Linux 6.9+"
+	case os.Geteuid() != 0:
+		c.Status, c.Detail, c.Fix = checkWarn, "not root: wsfs serve cannot find a session's files again by handle, so a restart ends its mounts (ENOTCONN) and mounts them again", "run the daemon as root"
+	case os.Getenv("NOTIFY_SOCKET") != "":
+		c.Status, c.Detail = checkOK, "kernel "+release+", root, under systemd: sessions outlive the daemon, their connections in systemd's file descriptor store (FileDescriptorStoreMax= in the unit)"
+	default:
+		c.Status, c.Detail = checkOK, "kernel "+release+", root: sessions outlive the daemon, their connections kept by a holder process wsfs serve starts (<state-dir>/holder.sock)"
 	}
 	return c
 }
