@@ -367,6 +367,16 @@ func (p *Plugin) Close(ctx context.Context) error {
 	}
 }
 
+// Detach stops the plugin for a successor on the same state directory
+// (mounts.Config.Store): the targets stay bound and the sessions mounted,
+// their connections kept (mounts.Manager.Detach), so the pods' volumes
+// pause rather than die; the next plugin's Start finds every target
+// already served.
+func (p *Plugin) Detach(ctx context.Context) error {
+	p.ready.Store(false)
+	return p.m.Detach(ctx)
+}
+
 // Published returns the published volumes (volume id → session id).
 func (p *Plugin) Published() map[string]string {
 	p.mu.Lock()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsfs/wsfs/csi"
 	"github.com/wsfs/wsfs/mounts"
+	"github.com/wsfs/wsfs/transport"
 )
 
 func init() { registerCommand(newCSICmd) }
@@ -26,6 +27,7 @@ func init() { registerCommand(newCSICmd) }
 type csiFlags struct {
 	endpoint, nodeID, stateDir, mountBase, allowedRoots string
 	driverName, metricsAddr, logLevel                   string
+	keep                                                bool
 }
 
 // newCSICmd returns the `wsfs csi` verb.
@@ -49,6 +51,12 @@ plugin is replaced), then answers Probe ready once FUSE works. The line
 SIGTERM or SIGINT: stop answering, unbind the targets and unmount the sessions
 (records stay; the next start serves them again), exit 0.
 
+--keep-connections (root): the sessions' FUSE connections are kept outside
+the plugin (a holder process, as wsfs serve keeps them), so a plugin restart
+or a DaemonSet rollout is a pause for the pods, never a dead mount: after a
+kill -9 the next start serves them on, and SIGTERM stops without unbinding
+or unmounting (SIGINT is then the full stop above).
+
 --metrics-address HOST:PORT or unix:///PATH serves GET /metrics (the daemon's
 metrics and the CSI calls).`,
 		Args: noArgs,
@@ -63,6 +71,7 @@ metrics and the CSI calls).`,
 	fl.StringVar(&f.driverName, "driver-name", csi.DefaultDriverName, "CSI driver name")
 	fl.StringVar(&f.metricsAddr, "metrics-address", "", "serve /metrics on HOST:PORT or unix:///PATH (default: off)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.BoolVar(&f.keep, "keep-connections", false, "keep the sessions' FUSE connections outside the plugin so that pods' volumes survive its restart (needs root)")
 	return cmd
 }
 
@@ -109,7 +118,16 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	m, err := mounts.New(mounts.Config{StateDir: f.stateDir, MountBase: f.mountBase, Logger: logger})
+	mcfg := mounts.Config{StateDir: f.stateDir, MountBase: f.mountBase, Logger: logger}
+	if f.keep {
+		if os.Geteuid() != 0 {
+			return errUsage("--keep-connections: needs root (open_by_handle_at(2) finds a session's files again after a restart)")
+		}
+		if mcfg.Store, err = connectionStore(f.stateDir, logger); err != nil {
+			return err
+		}
+	}
+	m, err := mounts.New(mcfg)
 	if err != nil {
 		return serveInputErr(err)
 	}
@@ -159,9 +177,11 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	logger.Info("serving", "endpoint", sock, "driver", p.Name(), "node", f.nodeID, "state_dir", m.StateDir(), "mount_base", m.MountBase(), "volumes", len(reports), "restored", restored)
 
 	var serveErr error
+	fullStop := mcfg.Store == nil
 	select {
 	case sig := <-sigs:
-		logger.Info("stopping", "signal", sig.String())
+		fullStop = fullStop || sig == syscall.SIGINT
+		logger.Info("stopping", "signal", sig.String(), "full_stop", fullStop)
 	case serveErr = <-done:
 	}
 	stopped := make(chan struct{})
@@ -173,7 +193,15 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	closeErr := p.Close(ctx)
+	var closeErr error
+	if fullStop {
+		closeErr = p.Close(ctx)
+		if h, ok := mcfg.Store.(*transport.Holder); ok && closeErr == nil {
+			h.Exit()
+		}
+	} else {
+		closeErr = p.Detach(ctx)
+	}
 	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
 		return fmt.Errorf("serve %s: %w", sock, serveErr)
 	}
