@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,7 +344,15 @@ func childServe(root string) {
 		// on the one kept there when there is one.
 		h := &transport.Holder{Socket: sock}
 		cfg.Keep = h
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		if die := os.Getenv(childDieEnv); die != "" {
+			// keep_test.go: die with the request carried out and not
+			// answered, as a kill -9 at that moment does.
+			fusefs.SetCarriedOut(func(op, name string) {
+				if op+":"+name == die {
+					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+			})
+		}
 		conns, _, terr := transport.TakeConns(h)
 		if err = terr; err == nil {
 			cfg.Adopt = conns[cfg.Mountpoint]

@@ -94,7 +94,17 @@ func (r *keepReply) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.O
 }
 
 func (r *keepReply) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	return r.opened(r.RawFileSystem.Create(cancel, in, name, out), out.Fh, out.NodeId, in.Flags, false)
+	again := r.again(&in.InHeader)
+	st := r.RawFileSystem.Create(cancel, in, name, out)
+	done("create", name)
+	if again && st == fuse.Status(syscall.EEXIST) && in.Flags&syscall.O_EXCL != 0 {
+		// The predecessor made it: open what it made.
+		in2 := *in
+		in2.Flags &^= syscall.O_EXCL | syscall.O_TRUNC
+		in2.Unique &^= uniqueResend
+		st = r.RawFileSystem.Create(cancel, &in2, name, out)
+	}
+	return r.opened(st, out.Fh, out.NodeId, in.Flags, false)
 }
 
 func (r *keepReply) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
@@ -113,6 +123,114 @@ func (r *keepReply) ReleaseDir(in *fuse.ReleaseIn) {
 	if s := r.m.keepState(); s != nil {
 		s.Release(uint32(in.Fh))
 	}
+}
+
+// carriedOut, when set (tests only), is called when a name-changing
+// request has been carried out and is not answered yet.
+var carriedOut func(op, name string)
+
+// done calls carriedOut.
+func done(op, name string) {
+	if carriedOut != nil {
+		carriedOut(op, name)
+	}
+}
+
+// uniqueResend marks a request the kernel sends again after
+// FUSE_NOTIFY_RESEND (include/uapi/linux/fuse.h FUSE_UNIQUE_RESEND).
+const uniqueResend = 1 << 63
+
+// again records that the request h is about to change the file system
+// (transport.State.Intend) and reports whether it is one the predecessor
+// had begun to carry out and the kernel sends again: then a result that
+// says "already done" (EEXIST of a mkdir, ENOENT of an unlink) is the
+// predecessor's work, answered as the success it was, so a kill -9 of the
+// server fails no mkdir, rm or mv that it had carried out but not
+// answered.
+func (r *keepReply) again(h *fuse.InHeader) bool {
+	base := h.Unique &^ uniqueResend
+	r.m.keepState().Intend(base)
+	return h.Unique&uniqueResend != 0 && r.m.resent[base]
+}
+
+// entryOf answers a repeated create of name in h's directory with the
+// entry now there, when it is of type mode (0: any).
+func (r *keepReply) entryOf(cancel <-chan struct{}, h *fuse.InHeader, name string, mode uint32, out *fuse.EntryOut) fuse.Status {
+	hh := *h
+	hh.Unique &^= uniqueResend
+	st := r.RawFileSystem.Lookup(cancel, &hh, name, out)
+	if st.Ok() && mode != 0 && out.Attr.Mode&syscall.S_IFMT != mode {
+		// Not what this request made: forget the lookup just given.
+		r.RawFileSystem.Forget(out.NodeId, 1)
+		return fuse.Status(syscall.EEXIST)
+	}
+	return st
+}
+
+func (r *keepReply) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	again := r.again(&in.InHeader)
+	st := r.RawFileSystem.Mkdir(cancel, in, name, out)
+	done("mkdir", name)
+	if again && st == fuse.Status(syscall.EEXIST) {
+		return r.entryOf(cancel, &in.InHeader, name, syscall.S_IFDIR, out)
+	}
+	return st
+}
+
+func (r *keepReply) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	again := r.again(&in.InHeader)
+	st := r.RawFileSystem.Mknod(cancel, in, name, out)
+	if again && st == fuse.Status(syscall.EEXIST) {
+		return r.entryOf(cancel, &in.InHeader, name, in.Mode&syscall.S_IFMT, out)
+	}
+	return st
+}
+
+func (r *keepReply) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	again := r.again(h)
+	st := r.RawFileSystem.Symlink(cancel, h, target, name, out)
+	if again && st == fuse.Status(syscall.EEXIST) {
+		return r.entryOf(cancel, h, name, syscall.S_IFLNK, out)
+	}
+	return st
+}
+
+func (r *keepReply) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	again := r.again(&in.InHeader)
+	st := r.RawFileSystem.Link(cancel, in, name, out)
+	if again && st == fuse.Status(syscall.EEXIST) {
+		return r.entryOf(cancel, &in.InHeader, name, 0, out)
+	}
+	return st
+}
+
+func (r *keepReply) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	again := r.again(h)
+	st := r.RawFileSystem.Unlink(cancel, h, name)
+	done("unlink", name)
+	if again && st == fuse.Status(syscall.ENOENT) {
+		return fuse.OK
+	}
+	return st
+}
+
+func (r *keepReply) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	again := r.again(h)
+	st := r.RawFileSystem.Rmdir(cancel, h, name)
+	if again && st == fuse.Status(syscall.ENOENT) {
+		return fuse.OK
+	}
+	return st
+}
+
+func (r *keepReply) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	again := r.again(&in.InHeader)
+	st := r.RawFileSystem.Rename(cancel, in, oldName, newName)
+	done("rename", oldName)
+	if again && st == fuse.Status(syscall.ENOENT) {
+		return fuse.OK
+	}
+	return st
 }
 
 // keep puts the connection of srv in store with a fresh state holding live
@@ -162,6 +280,7 @@ func (m *mount) unkeep(mountpoint string) {
 // for a file removed under a client.
 func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.Live, int, int) {
 	out := &transport.Live{Nodes: map[uint64]*transport.Node{}, Files: map[uint32]*transport.File{}}
+	m.resent = c.Live.Intended
 	m.inoMu.Lock()
 	for _, a := range c.Live.Inos {
 		if m.inos == nil {

@@ -18,14 +18,18 @@ import (
 // connection in (childServe).
 const childHolderEnv = "WSFS_TEST_CHILD_HOLDER"
 
+// childDieEnv names "op:name", the request after which the child server
+// kills itself before answering (fusefs.SetCarriedOut).
+const childDieEnv = "WSFS_TEST_CHILD_DIE"
+
 // keptServer runs the test binary as a server of backing at mnt whose
 // connection is kept in the holder at sock (adopting the one kept there,
 // if any), and returns once it serves.
-func keptServer(t *testing.T, backing, mnt, sock string) *exec.Cmd {
+func keptServer(t *testing.T, backing, mnt, sock string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), childServeEnv+"="+backing, "WSFS_TEST_CHILD_MNT="+mnt, childHolderEnv+"="+sock)
+	cmd.Env = append(append(os.Environ(), childServeEnv+"="+backing, "WSFS_TEST_CHILD_MNT="+mnt, childHolderEnv+"="+sock), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -170,5 +174,72 @@ pwd -P
 	}
 	if got, err := os.ReadFile(filepath.Join(backing, "a/b/c/f")); err != nil || string(got) != "one\ntwo\n" {
 		t.Errorf("f on disk: %q, %v; want %q", got, err, "one\ntwo\n")
+	}
+}
+
+// TestResentRequestCarriedOutOnce: a server killed after it carried out a
+// request but before it answered leaves the request to its successor
+// (FUSE_NOTIFY_RESEND); the successor finds in the state that the
+// predecessor had begun it, so the caller gets the success it would have
+// got, not the EEXIST or ENOENT of doing it twice: mkdir, create O_EXCL,
+// unlink and rename, each killed once.
+func TestResentRequestCarriedOutOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
+	}
+	dir := canonT(t, t.TempDir())
+	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
+	for _, d := range []string{backing, mnt, ctl} {
+		mkdirT(t, d, 0o755)
+	}
+	writeFileT(t, filepath.Join(backing, "gone"), "x", 0o644)
+	writeFileT(t, filepath.Join(backing, "from"), "y", 0o644)
+	sock := filepath.Join(ctl, "holder.sock")
+	listening, holderDone := make(chan struct{}), make(chan error, 1)
+	go func() { holderDone <- transport.RunHolder(sock, func() { close(listening) }) }()
+	<-listening
+	h := &transport.Holder{Socket: sock}
+	t.Cleanup(func() {
+		h.Exit()
+		<-holderDone
+		if isMounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	var next *exec.Cmd // the successor serving the mount: killed before the next round's server starts
+	for _, c := range []struct{ die, cmd string }{
+		{"mkdir:made", "mkdir made"},
+		{"create:excl", "set -C; : > excl"}, // noclobber: O_CREAT|O_EXCL
+		{"unlink:gone", "rm gone"},
+		{"rename:from", "mv from to"},
+	} {
+		if next != nil {
+			next.Process.Kill()
+			next.Wait()
+		}
+		srv := keptServer(t, backing, mnt, sock, childDieEnv+"="+c.die)
+		sh := exec.Command("sh", "-c", c.cmd+"; echo status $?")
+		sh.Dir = mnt
+		var out strings.Builder
+		sh.Stdout, sh.Stderr = &out, &out
+		if err := sh.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The server kills itself with the request carried out.
+		if err := srv.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("%s: the server did not die at %s: %v", c.cmd, c.die, err)
+		}
+		next = keptServer(t, backing, mnt, sock)
+		if err := sh.Wait(); err != nil {
+			t.Fatalf("%s: %v\n%s", c.cmd, err, out.String())
+		}
+		if got := out.String(); got != "status 0\n" {
+			t.Errorf("%s across the kill: %q, want status 0", c.cmd, got)
+		}
+	}
+	for name, want := range map[string]bool{"made": true, "excl": true, "gone": false, "from": false, "to": true} {
+		if _, err := os.Lstat(filepath.Join(backing, name)); (err == nil) != want {
+			t.Errorf("%s on disk: %v, want present %v", name, err, want)
+		}
 	}
 }

@@ -50,6 +50,9 @@ type mount struct {
 	// when it is kept in the store keptIn (keep.go); nil otherwise.
 	state  atomic.Pointer[transport.State]
 	keptIn transport.Store
+	// resent are the requests the predecessor of an adopted connection
+	// had begun (transport.Live.Intended); read-only once serving.
+	resent map[uint64]bool
 
 	// Inode numbers of objects on other devices than the root's,
 	// allocated one-to-one (DESIGN.md, "Host view": inode numbers).

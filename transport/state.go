@@ -21,8 +21,9 @@ import (
 // holder or systemd's file descriptor store, so it outlives the serving
 // process but not the machine; nothing is fsynced.
 //
-// Layout: a header of headerSize bytes (magic, version, the JSON of Meta),
-// then an append-only log of records, each
+// Layout: a header of metaSize bytes (magic, version, the JSON of Meta),
+// the intent ring (intentSlots request numbers, see Intend), then from
+// headerSize an append-only log of records, each
 //
 //	u32 length of body | u32 CRC-32C of body | body (u8 kind, fields)
 //
@@ -39,6 +40,12 @@ const (
 	// and reads.
 	StateVersion = 1
 	headerSize   = 64 << 10
+	metaSize     = 32 << 10
+	// intentSlots is the size of the intent ring: more than the requests
+	// the kernel lets a connection have in flight at once (max_background
+	// and the synchronous ones), so an intent is overwritten only long
+	// after its request was answered.
+	intentSlots = (headerSize - metaSize) / 8
 )
 
 var (
@@ -110,6 +117,9 @@ type Live struct {
 	Nodes map[uint64]*Node
 	Files map[uint32]*File
 	Inos  []InoAlloc
+	// Intended are the requests (by unique number) the predecessor had
+	// begun to carry out, from its intent ring.
+	Intended map[uint64]bool
 }
 
 // State is a connection's state file, open for appending. Its methods are
@@ -141,7 +151,28 @@ func NewState(m Meta) (*State, error) {
 		unix.Close(fd)
 		return nil, err
 	}
+	s.mu.Lock()
+	s.grow(0)
+	s.mu.Unlock()
 	return s, nil
+}
+
+// Intend records that the request with unique number unique (the FUSE
+// header's) is about to change the file system: a successor that is sent it
+// again (FUSE_NOTIFY_RESEND) knows it may have been carried out already
+// (Live.Intended). One 8-byte store into the mapped intent ring; no system
+// call.
+func (s *State) Intend(unique uint64) {
+	if s == nil || unique == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.mem) < headerSize {
+		return
+	}
+	off := metaSize + int(unique%intentSlots)*8
+	binary.LittleEndian.PutUint64(s.mem[off:off+8], unique)
 }
 
 func (s *State) writeHeader(m Meta) error {
@@ -149,8 +180,8 @@ func (s *State) writeHeader(m Meta) error {
 	if err != nil {
 		return err
 	}
-	if len(js) > headerSize-16 {
-		return fmt.Errorf("connection state: meta of %d bytes exceeds %d", len(js), headerSize-16)
+	if len(js) > metaSize-16 {
+		return fmt.Errorf("connection state: meta of %d bytes exceeds %d", len(js), metaSize-16)
 	}
 	hdr := make([]byte, 16+len(js))
 	copy(hdr, stateMagic)
@@ -204,7 +235,7 @@ func OpenState(fd int) (*State, Meta, *Live, error) {
 		return nil, m, nil, fmt.Errorf("%w (%d, this build reads %d)", ErrStateVersion, v, StateVersion)
 	}
 	n := binary.LittleEndian.Uint32(hdr[12:])
-	if n > headerSize-16 {
+	if n > metaSize-16 {
 		unix.Close(fd)
 		return nil, m, nil, ErrStateCorrupt
 	}
@@ -322,10 +353,18 @@ func (s *State) Size() int64 {
 // replay reads every record after the header and returns the live set and
 // the offset after the last whole record.
 func (s *State) replay() (*Live, int64, error) {
-	live := &Live{Nodes: map[uint64]*Node{}, Files: map[uint32]*File{}}
+	live := &Live{Nodes: map[uint64]*Node{}, Files: map[uint32]*File{}, Intended: map[uint64]bool{}}
 	var st unix.Stat_t
 	if err := unix.Fstat(s.fd, &st); err != nil {
 		return nil, 0, err
+	}
+	ring := make([]byte, headerSize-metaSize)
+	if n, _ := unix.Pread(s.fd, ring, metaSize); n == len(ring) {
+		for i := 0; i+8 <= len(ring); i += 8 {
+			if u := binary.LittleEndian.Uint64(ring[i:]); u != 0 {
+				live.Intended[u] = true
+			}
+		}
 	}
 	data := make([]byte, max(st.Size-headerSize, 0))
 	if len(data) > 0 {
