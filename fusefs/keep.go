@@ -32,13 +32,14 @@ import (
 // what the predecessor read but never answered (FUSE_NOTIFY_RESEND), and
 // serves. Processes in the mount see a pause.
 //
-// What does not survive: POSIX and OFD locks taken through the mount (they
-// belong to the predecessor's descriptors, which die with it), the position
-// of a directory listing in progress without the watcher (it restarts from
-// the first entry), and a request the predecessor had carried out but not
-// answered when it was killed (it is carried out again: an O_EXCL create or
-// a mkdir then fails with EEXIST). A takeover (Pause, then exit) has none of
-// the last kind.
+// A request the predecessor had carried out but not answered when it was
+// killed is sent again (FUSE_NOTIFY_RESEND); each name-changing request is
+// marked in the state's intent ring before it is carried out, and a resent
+// one so marked answers its "already done" result as the success it was
+// (keepReply.again). What does not survive: POSIX and OFD locks taken
+// through the mount (they belong to the predecessor's descriptors, which
+// die with it), and the position of a directory listing in progress
+// without the watcher (it restarts from the first entry).
 
 // keepState returns the mount's state, nil when it is not kept.
 func (m *mount) keepState() *transport.State { return m.state.Load() }
