@@ -1,0 +1,205 @@
+package transport
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// EnableKernelURing sets URingParameter to Y for the test and puts the
+// old value back in t.Cleanup; it skips the test when not root or when
+// the kernel has no FUSE over io_uring.
+func EnableKernelURing(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("FUSE over io_uring: needs root (mount, and " + URingParameter + ")")
+	}
+	old, err := os.ReadFile(URingParameter)
+	if err != nil {
+		t.Skipf("FUSE over io_uring: the kernel lacks it (%v)", err)
+	}
+	require.NoError(t, os.WriteFile(URingParameter, []byte("1"), 0))
+	t.Cleanup(func() {
+		v := "0"
+		if strings.TrimSpace(string(old)) == "Y" {
+			v = "1"
+		}
+		if err := os.WriteFile(URingParameter, []byte(v), 0); err != nil {
+			t.Errorf("putting %s back: %v", URingParameter, err)
+		}
+	})
+}
+
+// countingFS counts FORGETs, which stay on /dev/fuse.
+type countingFS struct {
+	fuse.RawFileSystem
+	forgets atomic.Int64
+	forgot  chan struct{}
+}
+
+func (c *countingFS) Forget(nodeid, nlookup uint64) {
+	c.RawFileSystem.Forget(nodeid, nlookup)
+	c.note(1)
+}
+
+func (c *countingFS) note(n int) {
+	if c.forgets.Add(int64(n)) > 0 {
+		select {
+		case c.forgot <- struct{}{}:
+		default:
+		}
+	}
+}
+
+type loopMount struct {
+	srv     *fuse.Server
+	u       *URing
+	raw     *countingFS
+	backing string
+	mnt     string
+}
+
+// mountLoopback mounts go-fuse's loopback file system over a fresh
+// directory with the given mode, as fusefs does (NewURing, INIT with its
+// capabilities, Serve, Start), and unmounts in t.Cleanup.
+func mountLoopback(t *testing.T, mode Mode) (*loopMount, error) {
+	t.Helper()
+	m := &loopMount{backing: t.TempDir(), mnt: t.TempDir()}
+	root, err := fs.NewLoopbackRoot(m.backing)
+	require.NoError(t, err)
+	hour := time.Hour
+	opts := &fs.Options{EntryTimeout: &hour, AttrTimeout: &hour}
+	opts.MountOptions = fuse.MountOptions{FsName: "wsfs-uring-test", Name: "wsfs", DirectMount: true, MaxWrite: 1 << 20}
+	u, err := NewURing(mode, opts.MountOptions.MaxWrite, slog.Default())
+	if err != nil {
+		return nil, err
+	}
+	m.u = u
+	opts.MountOptions.ExtraCapabilities |= u.Capabilities()
+	m.raw = &countingFS{RawFileSystem: fs.NewNodeFS(root, opts), forgot: make(chan struct{}, 1)}
+	m.srv, err = fuse.NewServer(m.raw, m.mnt, &opts.MountOptions)
+	if err != nil {
+		u.Close()
+		return nil, err
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(m.mnt, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", m.mnt, err)
+		}
+		m.srv.Wait()
+		m.u.Wait()
+	})
+	go m.srv.Serve()
+	if u != nil {
+		if err := u.Start(m.srv); err != nil {
+			t.Logf("on /dev/fuse: %v", err)
+		}
+	}
+	return m, nil
+}
+
+func sh(t *testing.T, script string) string {
+	t.Helper()
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	require.NoError(t, err, "%s: %s", script, out)
+	return string(out)
+}
+
+// TestURingServesRequests: with the parameter on and io-uring asked for,
+// requests from another process arrive through the ring (a counter of
+// ring-served requests), replies carry data both ways (a write, then the
+// content read back, and a listing), and what stays on /dev/fuse still
+// works: a notification drops a cached entry (FUSE_NOTIFY_INVAL_ENTRY
+// while the ring serves), and dropping the kernel's caches sends FORGETs.
+func TestURingServesRequests(t *testing.T) {
+	EnableKernelURing(t)
+	m, err := mountLoopback(t, IOURing)
+	require.NoError(t, err)
+	require.True(t, m.u.Active(), "the ring serves")
+
+	require.NoError(t, os.WriteFile(filepath.Join(m.backing, "f"), []byte("hello\n"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(m.backing, "d"), 0o755))
+	out := sh(t, "cd "+m.mnt+" && cat f && printf 'written through the ring' > d/g && cat d/g && echo && ls d")
+	require.Equal(t, "hello\nwritten through the ring\ng\n", out)
+	got, err := os.ReadFile(filepath.Join(m.backing, "d", "g"))
+	require.NoError(t, err)
+	require.Equal(t, "written through the ring", string(got))
+	served := m.u.Served()
+	t.Logf("ring-served requests after the first workload: %d", served)
+	require.Greater(t, served, uint64(0), "requests served through the ring")
+
+	// A big write and read (more than one page, up to MaxWrite).
+	sh(t, "head -c 3000000 /dev/zero | tr '\\0' x > "+m.mnt+"/big")
+	require.Equal(t, "3000000\n", sh(t, "tr -d '\\n' < "+m.mnt+"/big | wc -c | tr -d ' '"))
+
+	// Notification on /dev/fuse: the entry is cached for an hour, the
+	// backing file goes, the notification drops the entry.
+	sh(t, "stat "+m.mnt+"/f >/dev/null")
+	require.NoError(t, os.Remove(filepath.Join(m.backing, "f")))
+	require.Equal(t, fuse.OK, m.srv.EntryNotify(fuse.FUSE_ROOT_ID, "f"))
+	err = exec.Command("stat", m.mnt+"/f").Run()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "stat of the dropped entry fails: %v", err)
+
+	// FORGET on /dev/fuse.
+	require.NoError(t, os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0))
+	select {
+	case <-m.raw.forgot:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no FORGET arrived after drop_caches")
+	}
+	require.Greater(t, m.u.Served(), served)
+}
+
+// TestURingAutoWithoutParameter: auto with the parameter off serves on
+// /dev/fuse (no ring is made); io-uring is refused with the reason.
+func TestURingAutoWithoutParameter(t *testing.T) {
+	present, enabled := KernelURing()
+	if enabled {
+		t.Skip(URingParameter + " is Y: cannot check the fallback without changing it")
+	}
+	u, err := NewURing(Auto, 1<<20, slog.Default())
+	require.NoError(t, err)
+	require.Nil(t, u)
+	_, err = NewURing(IOURing, 1<<20, slog.Default())
+	if present {
+		require.EqualError(t, err, "fuse transport io-uring: "+URingParameter+" is N (enable it: echo 1 > "+URingParameter+", or `options fuse enable_uring=1` in /etc/modprobe.d/)")
+	} else {
+		require.ErrorContains(t, err, "the kernel has no FUSE over io_uring")
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for _, s := range []string{"auto", "io-uring", "dev"} {
+		m, err := ParseMode(s)
+		require.NoError(t, err)
+		require.Equal(t, Mode(s), m)
+	}
+	_, err := ParseMode("uring")
+	require.EqualError(t, err, `fuse transport "uring": must be auto, io-uring or dev`)
+	t.Setenv(TestModeEnv, "dev")
+	m, err := Resolve("")
+	require.NoError(t, err)
+	require.Equal(t, Dev, m)
+	t.Setenv(TestModeEnv, "")
+	m, err = Resolve("")
+	require.NoError(t, err)
+	require.Equal(t, Auto, m)
+	m, err = Resolve(IOURing)
+	require.NoError(t, err)
+	require.Equal(t, IOURing, m)
+	t.Setenv(TestModeEnv, "bad")
+	_, err = Resolve("")
+	require.EqualError(t, err, TestModeEnv+`: fuse transport "bad": must be auto, io-uring or dev`)
+}
