@@ -133,13 +133,13 @@ const (
 // the INIT reply, Start after INIT registers the entries; the queues
 // end when the connection does.
 type URing struct {
-	log      *slog.Logger
-	queues   []*queue
-	payload  int
-	served   atomic.Uint64
-	active   atomic.Bool
-	devFd    int
-	wg       sync.WaitGroup
+	log     *slog.Logger
+	queues  []*queue
+	payload int
+	served  atomic.Uint64
+	active  atomic.Bool
+	devFd   int
+	wg      sync.WaitGroup
 }
 
 var logOnce sync.Map // reason -> *sync.Once

@@ -34,7 +34,7 @@ const (
 // ioSqringOffsets is struct io_sqring_offsets.
 type ioSqringOffsets struct {
 	Head, Tail, RingMask, RingEntries, Flags, Dropped, Array, Resv1 uint32
-	UserAddr                                                       uint64
+	UserAddr                                                        uint64
 }
 
 // ioCqringOffsets is struct io_cqring_offsets.
