@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // SymlinkMode says how symlinks in the backing tree are presented.
@@ -80,6 +81,10 @@ type Config struct {
 	// DefaultTimeout (entry, attr) and no negative caching without it.
 	// A negative value means 0 (no caching).
 	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
+	// Transport is how requests reach the server (transport.Mode: auto,
+	// io-uring, dev); empty is transport.Resolve's default ($WSFS_TEST_FUSE_TRANSPORT
+	// when set, else auto: FUSE over io_uring when the kernel offers it).
+	Transport transport.Mode
 }
 
 // DefaultTimeout is the entry and attr timeout of a mount without the watcher

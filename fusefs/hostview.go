@@ -20,6 +20,7 @@ import (
 
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // HostViewConfig is what MountHostView needs (DESIGN.md, "Host view").
@@ -52,10 +53,11 @@ type HostViewConfig struct {
 	Logger *slog.Logger
 	// Session labels log lines and metrics; may be empty.
 	Session string
-	// NoWatch, Debug and the timeouts are as in Config.
+	// NoWatch, Debug, the timeouts and Transport are as in Config.
 	NoWatch                                    bool
 	Debug                                      bool
 	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
+	Transport                                  transport.Mode
 }
 
 // DefaultHidden are the places every host view hides (treats as a none
@@ -585,6 +587,7 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 	return m.serve(rootFd, &st, serveOpts{
 		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
+		transport: cfg.Transport,
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // mount is the state one mount's nodes share.
@@ -44,6 +45,8 @@ type mount struct {
 	// host is set on a host view (MountHostView): hidden places, session
 	// links, mount-type checks.
 	host *hostView
+	// ring is set when requests come over io_uring (mountRaw).
+	ring *transport.URing
 
 	// Inode numbers of objects on other devices than the root's,
 	// allocated one-to-one (DESIGN.md, "Host view": inode numbers).

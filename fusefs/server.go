@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // Server is one mounted file system. Its methods are safe for concurrent use.
@@ -103,6 +104,7 @@ func Mount(cfg Config) (*Server, error) {
 	return m.serve(rootFd, &st, serveOpts{
 		mountpoint: cfg.Mountpoint, fsName: root, allowOther: cfg.AllowOther, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
+		transport: cfg.Transport,
 	})
 }
 
@@ -112,6 +114,7 @@ type serveOpts struct {
 	allowOther, debug  bool
 	noWatch            bool
 	entry, attr, neg   time.Duration
+	transport          transport.Mode
 }
 
 // serve mounts the node tree rooted at rootFd (stat st) at o.mountpoint and
@@ -181,7 +184,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "noatime")
 	}
 	rootNode.ensureWatched()
-	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil)
+	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil, o.transport)
 	if err != nil {
 		if m.watch != nil {
 			m.watch.close()
@@ -197,8 +200,19 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 
 // mountRaw mounts root like go-fuse's fs.Mount, with directories served
 // without OPENDIR round trips (noOpendir) when cacheDirs: only with the
-// watcher are kernel-cached listings safe from host-side changes.
-func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool) (*fuse.Server, error) {
+// watcher are kernel-cached listings safe from host-side changes. The
+// requests come over mode's transport (transport.NewURing decides, and
+// leaves the mount on /dev/fuse when the ring cannot serve it).
+func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool, mode transport.Mode) (*fuse.Server, error) {
+	mode, err := transport.Resolve(mode)
+	if err != nil {
+		return nil, err
+	}
+	ring, err := transport.NewURing(mode, opts.MountOptions.MaxWrite, m.log)
+	if err != nil {
+		return nil, err
+	}
+	opts.MountOptions.ExtraCapabilities |= ring.Capabilities()
 	raw := fs.NewNodeFS(root, opts)
 	if cacheDirs {
 		raw = &noOpendir{RawFileSystem: raw}
@@ -208,9 +222,14 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	}
 	srv, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
+		ring.Close()
 		return nil, err
 	}
 	m.fuseSrv.Store(srv)
+	if ring.Start(srv) == nil {
+		// Start logs why the mount stays on /dev/fuse otherwise.
+		m.ring = ring
+	}
 	// No srv.WaitMount: its pollHack opens and polls a file through the new
 	// mount from this process, and a SIGKILL that lands while one of those
 	// requests is read but not yet answered leaves the process unkillable
@@ -292,7 +311,14 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 		// statfs(2) reaches the server; lstat(2) of a dead mount's root
 		// may be answered from the attribute cache (default_permissions).
 		var sfs unix.Statfs_t
-		if serr := unix.Statfs(mpCanon, &sfs); serr == unix.ENOTCONN {
+		serr := unix.Statfs(mpCanon, &sfs)
+		if serr == unix.ECONNABORTED {
+			// Over io_uring, a request made while the kernel tears a
+			// dead server's ring down is ended with ECONNABORTED; the
+			// connection is already marked dead, so ask once more.
+			serr = unix.Statfs(mpCanon, &sfs)
+		}
+		if serr == unix.ENOTCONN {
 			err = serr
 		}
 	}
@@ -472,6 +498,20 @@ func (s *Server) SyncHostChanges() error {
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats { return s.m.stats.snapshot() }
+
+// Transport names how requests reach the server: transport.NameURing
+// ("io-uring") when the kernel sends them through the ring, else
+// transport.NameDev ("/dev/fuse").
+func (s *Server) Transport() string {
+	if s.m.ring.Active() {
+		return transport.NameURing
+	}
+	return transport.NameDev
+}
+
+// RingRequests returns the number of requests served through the ring
+// since the mount (0 on /dev/fuse).
+func (s *Server) RingRequests() uint64 { return s.m.ring.Served() }
 
 // Unmount unmounts and waits for the server to stop. A busy mount gives a
 // *BusyError naming the holders, unless force, which detaches the mount lazily
