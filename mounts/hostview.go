@@ -68,7 +68,8 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *sl
 		// No inotify watcher: a daemon with many sessions would run out of
 		// inotify instances (128 per user by default) at twice the rate;
 		// the host view keeps the short default cache timeouts instead.
-		NoWatch: true,
+		NoWatch:   true,
+		Transport: m.transport,
 	})
 	if err != nil {
 		os.Remove(dir)

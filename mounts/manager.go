@@ -28,6 +28,7 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // Manager owns the sessions of one daemon. Its methods are safe for
@@ -41,6 +42,7 @@ type Manager struct {
 	hidden    []string // Config.Hidden, clean
 	log       *slog.Logger
 	lock      *os.File
+	transport transport.Mode // Config.FuseTransport, resolved
 
 	mu          sync.Mutex
 	sessions    map[string]*session  // published and being created
@@ -89,6 +91,10 @@ func New(cfg Config) (*Manager, error) {
 			return nil, errorf(CodeInvalid, "%s %q: must be an absolute path", name, dir)
 		}
 	}
+	mode, err := transport.Resolve(cfg.FuseTransport)
+	if err != nil {
+		return nil, errorf(CodeInvalid, "%v", err)
+	}
 	if err := mkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, errorf(CodeInvalid, "state directory %q: %w", cfg.StateDir, err)
 	}
@@ -109,6 +115,7 @@ func New(cfg Config) (*Manager, error) {
 		tmpBase:     filepath.Join(state, "tmp"),
 		mountBase:   base,
 		log:         cfg.Logger,
+		transport:   mode,
 		sessions:    make(map[string]*session),
 		mountpoints: make(map[string]string),
 		roots:       make(map[string]string),

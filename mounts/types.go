@@ -14,6 +14,7 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/mounts/api"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // Config configures a Manager.
@@ -33,6 +34,10 @@ type Config struct {
 	// (wsfs serve: its socket); the state directory, the mount base and the
 	// other sessions are hidden anyway.
 	Hidden []string
+	// FuseTransport is how every mount's requests reach the daemon
+	// (transport.Mode: auto, io-uring, dev; `--fuse-transport`); empty
+	// is transport.Resolve's default (auto).
+	FuseTransport transport.Mode
 }
 
 // Spec is what Create needs: one new session.
