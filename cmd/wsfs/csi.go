@@ -25,7 +25,7 @@ func init() { registerCommand(newCSICmd) }
 // csiFlags are the flags of `wsfs csi`.
 type csiFlags struct {
 	endpoint, nodeID, stateDir, mountBase, allowedRoots string
-	driverName, metricsAddr, logLevel                   string
+	driverName, metricsAddr, logLevel, fuseTransport    string
 }
 
 // newCSICmd returns the `wsfs csi` verb.
@@ -63,6 +63,7 @@ metrics and the CSI calls).`,
 	fl.StringVar(&f.driverName, "driver-name", csi.DefaultDriverName, "CSI driver name")
 	fl.StringVar(&f.metricsAddr, "metrics-address", "", "serve /metrics on HOST:PORT or unix:///PATH (default: off)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	addTransportFlag(fl, &f.fuseTransport)
 	return cmd
 }
 
@@ -73,6 +74,10 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 		return errUsage("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	mode, err := transportFlag(f.fuseTransport)
+	if err != nil {
+		return err
+	}
 	if f.nodeID == "" {
 		return errUsage("--node-id: required (the Kubernetes node name)")
 	}
@@ -109,7 +114,7 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	m, err := mounts.New(mounts.Config{StateDir: f.stateDir, MountBase: f.mountBase, Logger: logger})
+	m, err := mounts.New(mounts.Config{StateDir: f.stateDir, MountBase: f.mountBase, Logger: logger, FuseTransport: mode})
 	if err != nil {
 		return serveInputErr(err)
 	}

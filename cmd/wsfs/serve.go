@@ -40,7 +40,7 @@ func defaultMountBase(socket string) string {
 
 // newServeCmd returns the `wsfs serve` verb.
 func newServeCmd() *cobra.Command {
-	var socket, stateDir, mountBase, logLevel string
+	var socket, stateDir, mountBase, logLevel, fuseTransport string
 	cmd := &cobra.Command{
 		Use:   "serve [--socket PATH] [--state-dir DIR] [--mount-base DIR]",
 		Short: "Run the session daemon: many session mounts behind a Unix-socket JSON API",
@@ -60,7 +60,7 @@ Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
 $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd, socket, stateDir, mountBase, logLevel)
+			return runServe(cmd, socket, stateDir, mountBase, logLevel, fuseTransport)
 		},
 	}
 	fl := cmd.Flags()
@@ -68,14 +68,19 @@ $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 	fl.StringVar(&stateDir, "state-dir", defaultStateDir(), "directory of session records and event logs")
 	fl.StringVar(&mountBase, "mount-base", "", "parent directory of default mountpoints (default: the socket's directory + /mnt)")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	addTransportFlag(fl, &fuseTransport)
 	return cmd
 }
 
 // runServe runs the daemon until SIGTERM or SIGINT.
-func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) error {
+func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel, fuseTransport string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return errUsage("--log-level %q: want debug, info, warn or error", logLevel)
+	}
+	mode, err := transportFlag(fuseTransport)
+	if err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	for _, p := range []*string{&socket, &stateDir, &mountBase} {
@@ -98,7 +103,7 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 	defer signal.Stop(sigs)
 
 	m, err := mounts.New(mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
-		Hidden: []string{socket}}) // the socket: hidden from every host view
+		Hidden: []string{socket}, FuseTransport: mode}) // the socket: hidden from every host view
 	if err != nil {
 		return serveInputErr(err)
 	}
