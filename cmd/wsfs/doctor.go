@@ -18,6 +18,7 @@ import (
 	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/transport"
 )
 
 func init() { registerCommand(newDoctorCmd) }
@@ -45,7 +46,9 @@ func newDoctorCmd() *cobra.Command {
 		Use:   "doctor",
 		Short: "Check that this host can run wsfs, one line per check with the fix",
 		Long: `Check /dev/fuse, the mount helper (fusermount3, or running as root), the
-kernel's FUSE passthrough support (Linux 6.9+), bubblewrap and the Landlock
+kernel's FUSE passthrough support (Linux 6.9+), the FUSE transport
+--fuse-transport auto picks (FUSE over io_uring when the fuse module's
+enable_uring parameter is on, else /dev/fuse), bubblewrap and the Landlock
 ABI (for exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other), the
 descriptor limit a server gets (one descriptor per inode the kernel keeps) and
 stale wsfs mounts (a daemon that died). Prints one line per check:
@@ -54,7 +57,7 @@ stale wsfs mounts (a daemon that died). Prints one line per check:
 not fail).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkBwrap(), checkLandlock(), checkAllowOther(), checkDescriptors(fusefs.RaiseDescriptorLimit())}
+			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkTransport(transport.KernelURing()), checkBwrap(), checkLandlock(), checkAllowOther(), checkDescriptors(fusefs.RaiseDescriptorLimit())}
 			checks = append(checks, checkStaleMounts()...)
 			failed := false
 			for _, c := range checks {
@@ -156,6 +159,26 @@ func checkPassthrough() check {
 		}
 	default:
 		c.Status, c.Detail, c.Fix = checkWarn, "kernel "+release+" has no FUSE passthrough: file data goes through the server", "upgrade to Linux 6.9+ for native-speed file data"
+	}
+	return c
+}
+
+// checkTransport says which FUSE transport `--fuse-transport auto` (the
+// default) uses on this host, from transport.KernelURing's present and
+// enabled, and how to enable FUSE over io_uring when it is off
+// (fs/fuse/dev_uring.c: the enable_uring parameter, default N). A
+// missing or disabled ring is a warning: /dev/fuse works, at a longer
+// round trip.
+func checkTransport(present, enabled bool) check {
+	c := check{Name: "fuse transport"}
+	switch {
+	case !present:
+		c.Status, c.Detail, c.Fix = checkWarn, "/dev/fuse: the kernel has no FUSE over io_uring ("+transport.URingParameter+" is missing)", "Linux 6.14+ built with CONFIG_FUSE_IO_URING serves over per-CPU rings"
+	case !enabled:
+		c.Status, c.Detail, c.Fix = checkWarn, "/dev/fuse: FUSE over io_uring is built but off (enable_uring=N)",
+			"echo 1 > "+transport.URingParameter+" (new mounts), and `options fuse enable_uring=1` in /etc/modprobe.d/fuse.conf (at boot); wsfs never changes it itself"
+	default:
+		c.Status, c.Detail = checkOK, "io-uring: new mounts are served over FUSE over io_uring (enable_uring=Y; --fuse-transport dev opts out)"
 	}
 	return c
 }
