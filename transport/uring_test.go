@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,11 +42,22 @@ func EnableKernelURing(t *testing.T) {
 	})
 }
 
-// countingFS counts FORGETs, which stay on /dev/fuse.
+// countingFS counts FORGETs, which stay on /dev/fuse, and answers
+// SETLKW once interrupted (a lock that never comes: only an INTERRUPT
+// ends it, with EINTR).
 type countingFS struct {
 	fuse.RawFileSystem
-	forgets atomic.Int64
-	forgot  chan struct{}
+	forgets     atomic.Int64
+	forgot      chan struct{}
+	setlkw      chan struct{}
+	interrupted atomic.Int64
+}
+
+func (c *countingFS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	c.setlkw <- struct{}{}
+	<-cancel
+	c.interrupted.Add(1)
+	return fuse.EINTR
 }
 
 func (c *countingFS) Forget(nodeid, nlookup uint64) {
@@ -80,14 +92,14 @@ func mountLoopback(t *testing.T, mode Mode) (*loopMount, error) {
 	require.NoError(t, err)
 	hour := time.Hour
 	opts := &fs.Options{EntryTimeout: &hour, AttrTimeout: &hour}
-	opts.MountOptions = fuse.MountOptions{FsName: "wsfs-uring-test", Name: "wsfs", DirectMount: true, MaxWrite: 1 << 20}
+	opts.MountOptions = fuse.MountOptions{FsName: "wsfs-uring-test", Name: "wsfs", DirectMount: true, MaxWrite: 1 << 20, EnableLocks: true}
 	u, err := NewURing(mode, opts.MountOptions.MaxWrite, slog.Default())
 	if err != nil {
 		return nil, err
 	}
 	m.u = u
 	opts.MountOptions.ExtraCapabilities |= u.Capabilities()
-	m.raw = &countingFS{RawFileSystem: fs.NewNodeFS(root, opts), forgot: make(chan struct{}, 1)}
+	m.raw = &countingFS{RawFileSystem: fs.NewNodeFS(root, opts), forgot: make(chan struct{}, 1), setlkw: make(chan struct{}, 1)}
 	m.srv, err = fuse.NewServer(m.raw, m.mnt, &opts.MountOptions)
 	if err != nil {
 		u.Close()
@@ -202,4 +214,64 @@ func TestParseMode(t *testing.T) {
 	t.Setenv(TestModeEnv, "bad")
 	_, err = Resolve("")
 	require.EqualError(t, err, TestModeEnv+`: fuse transport "bad": must be auto, io-uring or dev`)
+}
+
+// TestURingInterrupt: a caller blocked in a FUSE request (SETLKW) and
+// interrupted by a signal behaves the same under both transports: the
+// kernel sends INTERRUPT on /dev/fuse, go-fuse cancels the request it
+// serves (from the ring too: Server.HandleRequest shares the in-flight
+// table), the file system answers EINTR, and the caller sees EINTR
+// (caught signal without SA_RESTART; with it the kernel restarts the
+// lock, fs/fuse/file.c) or dies by the signal (SIGTERM, default action).
+func TestURingInterrupt(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("flock(1) missing")
+	}
+	EnableKernelURing(t)
+	for _, mode := range []Mode{Dev, IOURing} {
+		t.Run(string(mode), func(t *testing.T) {
+			m, err := mountLoopback(t, mode)
+			require.NoError(t, err)
+			require.Equal(t, mode == IOURing, m.u.Active())
+			f := filepath.Join(m.mnt, "f")
+			require.NoError(t, os.WriteFile(filepath.Join(m.backing, "f"), nil, 0o644))
+
+			// A caught signal (flock(1)'s timeout: SIGALRM, a handler
+			// without SA_RESTART): flock(2) returns EINTR, which
+			// flock(1) reports with the conflict exit code (-E).
+			fl := exec.Command("flock", "-E", "99", "-w", "1", f, "true")
+			require.NoError(t, fl.Start())
+			t.Cleanup(func() { fl.Process.Kill(); fl.Wait() })
+			waitSetlkw(t, m)
+			err = fl.Wait()
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "flock -w: %v", err)
+			require.Equal(t, 99, ee.ExitCode(), "flock -w: EINTR from the interrupted SETLKW")
+			require.Equal(t, int64(1), m.raw.interrupted.Load())
+
+			// SIGTERM: the process exits by the signal.
+			fl = exec.Command("flock", "-x", f, "true")
+			require.NoError(t, fl.Start())
+			t.Cleanup(func() { fl.Process.Kill(); fl.Wait() })
+			waitSetlkw(t, m)
+			require.NoError(t, fl.Process.Signal(unix.SIGTERM))
+			err = fl.Wait()
+			require.True(t, errors.As(err, &ee), "flock: %v", err)
+			ws := ee.Sys().(syscall.WaitStatus)
+			require.True(t, ws.Signaled() && ws.Signal() == unix.SIGTERM, "flock: %v", err)
+			require.Equal(t, int64(2), m.raw.interrupted.Load())
+			if mode == IOURing {
+				require.Greater(t, m.u.Served(), uint64(0))
+			}
+		})
+	}
+}
+
+func waitSetlkw(t *testing.T, m *loopMount) {
+	t.Helper()
+	select {
+	case <-m.raw.setlkw:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no SETLKW reached the server")
+	}
 }
