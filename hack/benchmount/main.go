@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 func main() {
@@ -30,6 +31,7 @@ func main() {
 	debug := flag.Bool("debug", false, "log every FUSE request to stderr (go-fuse debug output)")
 	noWatch := flag.Bool("nowatch", false, "mount without the host-change watcher (fusefs.Config.NoWatch), to measure its cost")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the server to this file until exit")
+	fuseTransport := flag.String("fuse-transport", "", "auto, io-uring or dev (fusefs.Config.Transport; default auto)")
 	flag.Parse()
 	if *root == "" || *mountpoint == "" {
 		fmt.Fprintln(os.Stderr, "usage: benchmount -root DIR -mountpoint DIR [-stats FILE] [-debug]")
@@ -65,11 +67,13 @@ func main() {
 		Debug:      *debug,
 		Session:    "bench",
 		NoWatch:    *noWatch,
+		Transport:  transport.Mode(*fuseTransport),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmount:", err)
 		os.Exit(1)
 	}
+	fmt.Fprintln(os.Stderr, "benchmount: transport", srv.Transport())
 	fmt.Println("ready")
 
 	done := make(chan struct{})
