@@ -140,6 +140,10 @@ type URing struct {
 	active  atomic.Bool
 	devFd   int
 	wg      sync.WaitGroup
+	// failQueue, when >= 0, makes that queue report a registration
+	// failure without registering (tests: the ring turned off by
+	// turnOff while the other queues hold entries).
+	failQueue int
 }
 
 var logOnce sync.Map // reason -> *sync.Once
@@ -184,7 +188,7 @@ func NewURing(mode Mode, maxWrite int, log *slog.Logger) (*URing, error) {
 	page := os.Getpagesize()
 	payload := max(maxWrite, 8192)
 	payload = (payload + page - 1) / page * page
-	u := &URing{log: log, payload: payload, devFd: -1}
+	u := &URing{log: log, payload: payload, devFd: -1, failQueue: -1}
 	for qid := range n {
 		q, err := newQueue(u, qid)
 		if err != nil {
@@ -367,7 +371,13 @@ func (q *queue) run(made chan<- error) {
 		q.teardown()
 		return
 	}
-	live, err := q.register(fd)
+	var live int
+	var err error
+	if q.qid == q.u.failQueue {
+		err = errors.New("registration skipped (test)")
+	} else {
+		live, err = q.register(fd)
+	}
 	q.registered <- err
 	serve := <-q.verdict
 	if !serve {

@@ -75,11 +75,12 @@ func (c *countingFS) note(n int) {
 }
 
 type loopMount struct {
-	srv     *fuse.Server
-	u       *URing
-	raw     *countingFS
-	backing string
-	mnt     string
+	srv      *fuse.Server
+	u        *URing
+	raw      *countingFS
+	backing  string
+	mnt      string
+	startErr error
 }
 
 // mountLoopback mounts go-fuse's loopback file system over a fresh
@@ -87,15 +88,29 @@ type loopMount struct {
 // capabilities, Serve, Start), and unmounts in t.Cleanup.
 func mountLoopback(t *testing.T, mode Mode) (*loopMount, error) {
 	t.Helper()
+	return mountLoopbackWith(t, mode, 0, -1)
+}
+
+// mountLoopbackWith is mountLoopback with the ring's payload buffers
+// sized for ringMaxWrite (0: the mount's MaxWrite) and, when failQueue
+// >= 0, that queue failing its registration.
+func mountLoopbackWith(t *testing.T, mode Mode, ringMaxWrite, failQueue int) (*loopMount, error) {
+	t.Helper()
 	m := &loopMount{backing: t.TempDir(), mnt: t.TempDir()}
 	root, err := fs.NewLoopbackRoot(m.backing)
 	require.NoError(t, err)
 	hour := time.Hour
 	opts := &fs.Options{EntryTimeout: &hour, AttrTimeout: &hour}
 	opts.MountOptions = fuse.MountOptions{FsName: "wsfs-uring-test", Name: "wsfs", DirectMount: true, MaxWrite: 1 << 20, EnableLocks: true}
-	u, err := NewURing(mode, opts.MountOptions.MaxWrite, slog.Default())
+	if ringMaxWrite == 0 {
+		ringMaxWrite = opts.MountOptions.MaxWrite
+	}
+	u, err := NewURing(mode, ringMaxWrite, slog.Default())
 	if err != nil {
 		return nil, err
+	}
+	if u != nil {
+		u.failQueue = failQueue
 	}
 	m.u = u
 	opts.MountOptions.ExtraCapabilities |= u.Capabilities()
@@ -114,8 +129,8 @@ func mountLoopback(t *testing.T, mode Mode) (*loopMount, error) {
 	})
 	go m.srv.Serve()
 	if u != nil {
-		if err := u.Start(m.srv); err != nil {
-			t.Logf("on /dev/fuse: %v", err)
+		if m.startErr = u.Start(m.srv); m.startErr != nil {
+			t.Logf("on /dev/fuse: %v", m.startErr)
 		}
 	}
 	return m, nil
@@ -172,6 +187,39 @@ func TestURingServesRequests(t *testing.T) {
 		t.Fatal("no FORGET arrived after drop_caches")
 	}
 	require.Greater(t, m.u.Served(), served)
+}
+
+// TestURingFallback: a registration that fails leaves the mount served
+// on /dev/fuse, whole: when the kernel refuses the entries (payload
+// buffers smaller than the connection's largest request, which also turns
+// its ring off) and when one queue fails on the server's side while the
+// others hold entries (turnOff's refused REGISTER releases the requests
+// the kernel holds back for the ring).
+func TestURingFallback(t *testing.T) {
+	EnableKernelURing(t)
+	for _, c := range []struct {
+		name                    string
+		ringMaxWrite, failQueue int
+		want                    string
+	}{
+		{"kernel refuses", 4096, -1, "queue 0: FUSE_IO_URING_CMD_REGISTER: invalid argument"},
+		{"one queue fails", 0, 1, "queue 1: registration skipped (test)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.failQueue >= 0 {
+				if n, _ := possibleCPUs(); n < 2 {
+					t.Skip("one possible CPU: no other queue holds entries")
+				}
+			}
+			m, err := mountLoopbackWith(t, IOURing, c.ringMaxWrite, c.failQueue)
+			require.NoError(t, err)
+			require.EqualError(t, m.startErr, c.want)
+			require.False(t, m.u.Active())
+			require.NoError(t, os.WriteFile(filepath.Join(m.backing, "f"), []byte("served\n"), 0o644))
+			require.Equal(t, "served\n", sh(t, "cat "+m.mnt+"/f && ls "+m.mnt+" >/dev/null"))
+			require.Equal(t, uint64(0), m.u.Served())
+		})
+	}
 }
 
 // TestURingAutoWithoutParameter: auto with the parameter off serves on
