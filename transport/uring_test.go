@@ -101,7 +101,10 @@ func mountLoopbackWith(t *testing.T, mode Mode, ringMaxWrite, failQueue int) (*l
 	require.NoError(t, err)
 	hour := time.Hour
 	opts := &fs.Options{EntryTimeout: &hour, AttrTimeout: &hour}
-	opts.MountOptions = fuse.MountOptions{FsName: "wsfs-uring-test", Name: "wsfs", DirectMount: true, MaxWrite: 1 << 20, EnableLocks: true}
+	opts.MountOptions = fuse.MountOptions{FsName: "wsfs-uring-test", Name: "wsfs", DirectMount: true, MaxWrite: 1 << 20, EnableLocks: true,
+		// File data through the server (and so through the ring), not
+		// FUSE passthrough.
+		DisabledCapabilities: fuse.CAP_PASSTHROUGH}
 	if ringMaxWrite == 0 {
 		ringMaxWrite = opts.MountOptions.MaxWrite
 	}
