@@ -118,6 +118,15 @@ const (
 	userDataFallback = 1 << 61 // the REGISTER that turns the ring off
 )
 
+// MaxRingThreads bounds the queue threads of all of a process's rings
+// (one per possible CPU per mount): a daemon serving thousands of mounts
+// would otherwise run into Go's limit of 10000 OS threads
+// (runtime/debug.SetMaxThreads). A mount that would pass it is served on
+// /dev/fuse (logged once), whatever the mode.
+const MaxRingThreads = 1024
+
+var ringThreads atomic.Int64
+
 // URing is FUSE over io_uring for one connection: one queue per possible
 // CPU (the kernel puts a request on the queue of the CPU its caller runs
 // on and uses the ring only once every queue has an entry registered),
@@ -185,6 +194,11 @@ func NewURing(mode Mode, maxWrite int, log *slog.Logger) (*URing, error) {
 	if err != nil {
 		return nil, uringSetupFailed(mode, log, err)
 	}
+	if ringThreads.Add(int64(n)) > MaxRingThreads {
+		ringThreads.Add(-int64(n))
+		logChoice(log, "fuse transport: "+NameDev+" for further mounts (io_uring queue threads at their bound)", "bound", MaxRingThreads, "queues_per_mount", n)
+		return nil, nil
+	}
 	page := os.Getpagesize()
 	payload := max(maxWrite, 8192)
 	payload = (payload + page - 1) / page * page
@@ -193,6 +207,8 @@ func NewURing(mode Mode, maxWrite int, log *slog.Logger) (*URing, error) {
 		q, err := newQueue(u, qid)
 		if err != nil {
 			u.Close()
+			// Each started queue gave its thread back as it ended.
+			ringThreads.Add(-int64(n - qid - 1))
 			return nil, uringSetupFailed(mode, log, err)
 		}
 		u.queues = append(u.queues, q)
@@ -353,6 +369,7 @@ func newQueue(u *URing, qid int) (*queue, error) {
 // thread that waits), pinned to the queue's CPU when it may run there.
 func (q *queue) run(made chan<- error) {
 	defer q.u.wg.Done()
+	defer ringThreads.Add(-1) // before Done: Wait sees the thread given back
 	runtime.LockOSThread()
 	var set unix.CPUSet
 	set.Set(q.qid)

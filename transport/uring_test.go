@@ -326,3 +326,22 @@ func waitSetlkw(t *testing.T, m *loopMount) {
 		t.Fatal("no SETLKW reached the server")
 	}
 }
+
+// TestURingThreadBound: past MaxRingThreads queue threads in the process,
+// a new mount gets no ring (it is served on /dev/fuse), even asked for
+// io-uring; the threads of rings that end are given back.
+func TestURingThreadBound(t *testing.T) {
+	EnableKernelURing(t)
+	ringThreads.Add(MaxRingThreads)
+	u, err := NewURing(IOURing, 1<<20, slog.Default())
+	ringThreads.Add(-MaxRingThreads)
+	require.NoError(t, err)
+	require.Nil(t, u)
+	before := ringThreads.Load()
+	u, err = NewURing(IOURing, 1<<20, slog.Default())
+	require.NoError(t, err)
+	require.NotNil(t, u)
+	require.Equal(t, before+int64(u.Queues()), ringThreads.Load())
+	u.Close()
+	require.Equal(t, before, ringThreads.Load())
+}
