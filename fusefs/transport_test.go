@@ -1,9 +1,16 @@
 package fusefs_test
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wsfs/wsfs/transport"
 )
@@ -35,5 +42,83 @@ func TestRingServesSession(t *testing.T) {
 	}
 	if after := srv.RingRequests(); after <= before {
 		t.Fatalf("RingRequests: %d before the workload, %d after: nothing came through the ring", before, after)
+	}
+}
+
+// TestBlockedLockInterrupted: a process blocked in flock(2) on a lock
+// another process holds through the mount, sent SIGTERM, exits by that
+// signal once the holder lets go, the same over either transport: the
+// kernel waits for the answer to a lock request the server has (fs/fuse
+// file.c, request_wait_answer), and the server answers when the backing
+// file's lock is granted. Over io_uring the holder's unlock must be served
+// while the waiter's SETLKW is in the server: both run on CPU 0, so on one
+// queue, which the waiter must not hold up.
+func TestBlockedLockInterrupted(t *testing.T) {
+	backing, mnt, _ := mountT(t)
+	f := filepath.Join(mnt, "f")
+	writeFileT(t, filepath.Join(backing, "f"), "", 0o644)
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(backing, "f"), &st); err != nil {
+		t.Fatal(err)
+	}
+
+	// Both on CPU 0: over io_uring, on the same queue.
+	holder := exec.Command("taskset", "-c", "0", "flock", "-x", f, "sh", "-c", "echo held; exec cat")
+	in, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "held\n" {
+		t.Fatalf("holder: %q", line)
+	}
+
+	waiter := exec.Command("taskset", "-c", "0", "flock", "-x", f, "true")
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { waiter.Process.Kill(); waiter.Wait() })
+	// The waiter's SETLKW is in the server once the backing file has a
+	// blocked flock waiter (proc(5), /proc/locks: "->").
+	waiting := fmt.Sprintf(":%d ", st.Ino)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/locks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "-> FLOCK") && strings.Contains(l, waiting) {
+				found = true
+			}
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no blocked flock on the backing file in /proc/locks:\n%s", b)
+		}
+	}
+	if err := waiter.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	in.Close() // the holder lets go
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	err = waiter.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("waiter: %v, want death by SIGTERM", err)
+	}
+	if ws := ee.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("waiter: %v, want death by SIGTERM", err)
 	}
 }
