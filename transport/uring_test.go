@@ -165,6 +165,9 @@ func TestURingServesRequests(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(m.backing, "d", "g"))
 	require.NoError(t, err)
 	require.Equal(t, "written through the ring", string(got))
+	// The server's /dev/fuse descriptors (go-fuse's, the ring's) are not
+	// inherited: a child holding one would keep the connection alive.
+	require.NotContains(t, sh(t, "ls -l /proc/$$/fd"), "/dev/fuse")
 	served := m.u.Served()
 	t.Logf("ring-served requests after the first workload: %d", served)
 	require.Greater(t, served, uint64(0), "requests served through the ring")
