@@ -93,6 +93,10 @@ type Config struct {
 	// unanswered asked for again. Its Meta must name the same root and
 	// mountpoint. On error the caller still owns it (Close, Forget).
 	Adopt *transport.Conn
+	// Transport is how requests reach the server (transport.Mode: auto,
+	// io-uring, dev); empty is transport.Resolve's default ($WSFS_TEST_FUSE_TRANSPORT
+	// when set, else auto: FUSE over io_uring when the kernel offers it).
+	Transport transport.Mode
 }
 
 // DefaultTimeout is the entry and attr timeout of a mount without the watcher

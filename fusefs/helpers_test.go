@@ -34,6 +34,7 @@ import (
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // testBase is the directory every t.TempDir of this binary lives under
@@ -268,6 +269,7 @@ func mountHostViewT(t *testing.T, cfg fusefs.HostViewConfig) *fusefs.Server {
 		t.Fatalf("fusefs.MountHostView(%s): %v", cfg.Mountpoint, err)
 	}
 	t.Cleanup(func() { unmountT(t, srv, cfg.Mountpoint) })
+	checkTransportT(t, srv)
 	disablePollT(t, srv)
 	return srv
 }
@@ -293,8 +295,21 @@ func mountCfgT(t *testing.T, cfg fusefs.Config) *fusefs.Server {
 		t.Errorf("Mount returned nil error but %s is not in /proc/mounts", cfg.Mountpoint)
 	}
 	t.Cleanup(func() { unmountT(t, srv, cfg.Mountpoint) })
+	checkTransportT(t, srv)
 	disablePollT(t, srv)
 	return srv
+}
+
+// checkTransportT fails a test whose mount is not on the transport
+// transport.TestModeEnv asks for (io-uring: the suite runs over the ring;
+// dev: over /dev/fuse), so a suite run meant for one transport cannot
+// pass on the other.
+func checkTransportT(t *testing.T, srv *fusefs.Server) {
+	t.Helper()
+	want := map[string]string{string(transport.IOURing): transport.NameURing, string(transport.Dev): transport.NameDev}[os.Getenv(transport.TestModeEnv)]
+	if want != "" && srv.Transport() != want {
+		t.Fatalf("mount %s is served over %s, %s=%s asks for %s", srv.Mountpoint(), srv.Transport(), transport.TestModeEnv, os.Getenv(transport.TestModeEnv), want)
+	}
 }
 
 // disablePollT readies srv for the test's own opens through it (the test

@@ -53,13 +53,14 @@ type HostViewConfig struct {
 	Logger *slog.Logger
 	// Session labels log lines and metrics; may be empty.
 	Session string
-	// NoWatch, Debug and the timeouts are as in Config.
+	// NoWatch, Debug, the timeouts and Transport are as in Config.
 	NoWatch                                    bool
 	Debug                                      bool
 	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
 	// Keep and Adopt are Config's.
-	Keep  transport.Store
-	Adopt *transport.Conn
+	Keep      transport.Store
+	Adopt     *transport.Conn
+	Transport transport.Mode
 }
 
 // DefaultHidden are the places every host view hides (treats as a none
@@ -598,7 +599,7 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 	return m.serve(rootFd, &st, serveOpts{
 		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
-		kind: "hostview", keep: cfg.Keep, adopt: cfg.Adopt,
+		kind: "hostview", keep: cfg.Keep, adopt: cfg.Adopt, transport: cfg.Transport,
 	})
 }
 

@@ -45,6 +45,8 @@ type mount struct {
 	// host is set on a host view (MountHostView): hidden places, session
 	// links, mount-type checks.
 	host *hostView
+	// ring is set when requests come over io_uring (mountRaw).
+	ring *transport.URing
 
 	// state records what a successor needs to serve this connection on,
 	// when it is kept in the store keptIn (keep.go); nil otherwise.

@@ -15,7 +15,12 @@
 # the same file system (no configuration rewrites another one's .git/index).
 #   native    the backing directory itself
 #   wsfs      hack/benchmount: fusefs.Mount with the default Config and
-#             policy.Compile(policy.Spec{Primary: root, Temp: []string{}}).
+#             policy.Compile(policy.Spec{Primary: root, Temp: []string{}}),
+#             on /dev/fuse (-fuse-transport dev).
+#   wsfs-uring  the same over FUSE over io_uring (-fuse-transport io-uring);
+#             left out with a line when the fuse module's enable_uring
+#             parameter is off (this script never changes it: echo 1 >
+#             /sys/module/fuse/parameters/enable_uring).
 #   loopback  go-fuse's example/loopback, built from the module graph
 #             (-directmount as root; 1 s entry/attr timeouts)
 #   overlay   fuse-overlayfs with the backing tree as its upper layer and an
@@ -32,6 +37,10 @@
 #   delete_5k     rm -r bench-cd (the files create_5k made)
 #   tar           tar cf - . | cat >/dev/null (cat, so tar cannot see
 #                 /dev/null and skip reading)
+#   grep_r        grep -rI WORD . for a WORD made at run time, so no file
+#                 has it (every file opened and read; exit 1 is success)
+#   rg            rg -uu WORD . (ripgrep, installed with apt-get when
+#                 missing; the row is left out with a line when it cannot be)
 #   fio_write     fio sequential write, bs 1 MiB, BENCH_MIB (256) MiB, fsync at end
 #   fio_read      fio sequential read of that file, bs 1 MiB
 #   fio_randread  fio 4 KiB random reads of that file, BENCH_RAND_MIB (64) MiB
@@ -84,7 +93,7 @@ RAND_MIB=${BENCH_RAND_MIB:-64}
 OPCOUNT=${BENCH_OPCOUNT:-1}
 DROP=${BENCH_DROP_CACHES:-0}
 KEEP=${BENCH_KEEP:-0}
-read -r -a CONFIGS <<<"${BENCH_CONFIGS:-native wsfs loopback overlay}"
+read -r -a CONFIGS <<<"${BENCH_CONFIGS:-native wsfs wsfs-uring loopback overlay}"
 [ "${CONFIGS[0]}" = native ] || CONFIGS=(native "${CONFIGS[@]/native/}")
 read -r -a CONFIGS <<<"${CONFIGS[*]}"
 
@@ -110,6 +119,19 @@ if [ "${#need[@]}" -gt 0 ]; then
 		exit 2
 	}
 fi
+if [[ " ${CONFIGS[*]} " == *" wsfs-uring "* ]] && [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" != Y ]; then
+	echo "bench: wsfs-uring left out: FUSE over io_uring is off (/sys/module/fuse/parameters/enable_uring is not Y)" >&2
+	CONFIGS=("${CONFIGS[@]/wsfs-uring/}")
+	read -r -a CONFIGS <<<"${CONFIGS[*]}"
+fi
+if ! command -v rg >/dev/null 2>&1; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ripgrep >/dev/null 2>&1 || true
+fi
+HAVE_RG=1
+command -v rg >/dev/null 2>&1 || {
+	HAVE_RG=0
+	echo "bench: rg row left out: ripgrep is not installed and apt-get could not install it" >&2
+}
 if [ "$DROP" = 1 ] && [ ! -w /proc/sys/vm/drop_caches ]; then
 	echo "bench: /proc/sys/vm/drop_caches not writable: reading warm" >&2
 	DROP=0
@@ -229,8 +251,10 @@ mount_config() {
 	mkdir -p "$mp"
 	MOUNTS+=("$mp")
 	case $c in
-	wsfs)
-		"$BIN/benchmount" -root "${BACK[wsfs]}" -mountpoint "$mp" ${dbg:+-debug} \
+	wsfs | wsfs-uring)
+		local tr=dev
+		[ "$c" = wsfs-uring ] && tr=io-uring
+		"$BIN/benchmount" -fuse-transport "$tr" -root "${BACK[$c]}" -mountpoint "$mp" ${dbg:+-debug} \
 			>"$mp.out" 2>"$mp.out.err" &
 		p=$!
 		PIDS+=("$p")
@@ -294,15 +318,20 @@ peak_rss_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || e
 HZ=$(getconf CLK_TCK)
 
 # --- workloads -----------------------------------------------------------
-WORKLOADS=(git_status find_count stat_walk ls_lR create_5k delete_5k tar fio_write fio_read fio_randread go_vet go_build)
+WORKLOADS=(git_status find_count stat_walk ls_lR create_5k delete_5k tar grep_r rg fio_write fio_read fio_randread go_vet go_build)
 if [ -n "${BENCH_WORKLOADS:-}" ]; then
 	read -r -a WORKLOADS <<<"$BENCH_WORKLOADS"
 	for w in "${WORKLOADS[@]}"; do
-		if [[ " git_status find_count stat_walk ls_lR create_5k delete_5k tar fio_write fio_read fio_randread go_vet go_build " != *" $w "* ]]; then
+		if [[ " git_status find_count stat_walk ls_lR create_5k delete_5k tar grep_r rg fio_write fio_read fio_randread go_vet go_build " != *" $w "* ]]; then
 			echo "bench: BENCH_WORKLOADS: unknown workload $w" >&2
 			exit 2
 		fi
 	done
+fi
+if [ "$HAVE_RG" = 0 ]; then
+	kept=()
+	for w in "${WORKLOADS[@]}"; do [ "$w" = rg ] || kept+=("$w"); done
+	WORKLOADS=("${kept[@]}")
 fi
 
 FIO=(fio --output=/dev/null --ioengine=psync --fallocate=none --invalidate=0 --filename=bench-big)
@@ -319,6 +348,18 @@ wl_create_5k() {
 }
 wl_delete_5k() { rm -r bench-cd; }
 wl_tar() { tar cf - . | cat >/dev/null; }
+# grep and rg exit 1 when nothing matches: that is the expected outcome.
+ABSENT=absent-$RANDOM$RANDOM-word
+wl_grep_r() {
+	local rc=0
+	grep -rI "$ABSENT" . >/dev/null || rc=$?
+	[ "$rc" = 1 ]
+}
+wl_rg() {
+	local rc=0
+	rg -uu "$ABSENT" . >/dev/null || rc=$?
+	[ "$rc" = 1 ]
+}
 wl_fio_write() { "${FIO[@]}" --name=w --rw=write --bs=1M --size="${MIB}M" --end_fsync=1; }
 wl_fio_read() { "${FIO[@]}" --name=r --rw=read --bs=1M --size="${MIB}M"; }
 wl_fio_randread() {

@@ -13,6 +13,11 @@
 # entry of ROUNDTRIP_PROCS: "default" runs it as `wsfs mount` runs
 # (fusefs.TuneProcs: GOMAXPROCS a quarter of the CPUs, at least 1), a number
 # runs it with that GOMAXPROCS (e.g. ROUNDTRIP_PROCS="default 1 2").
+# ROUNDTRIP_TRANSPORTS ("dev io-uring") lists the FUSE transports wsfs runs
+# with (benchmount -fuse-transport): each entry of ROUNDTRIP_PROCS once per
+# transport, io-uring configurations named wsfs-uring-<procs>. io-uring is
+# skipped with a line when the fuse module's enable_uring parameter is off
+# (this script never changes it: echo 1 > /sys/module/fuse/parameters/enable_uring).
 # ROUNDTRIP_THINK ("0 20") lists the microseconds of busy computation
 # between two round trips (0: a tight loop; 20: about what `ls -l` spends on
 # an entry, which lets an idle CPU go to sleep between requests).
@@ -25,6 +30,8 @@ N=${ROUNDTRIP_N:-20000}
 ROUNDS=${ROUNDTRIP_ROUNDS:-2}
 read -r -a PROCS <<<"${ROUNDTRIP_PROCS:-default}"
 read -r -a THINK <<<"${ROUNDTRIP_THINK:-0 20}"
+read -r -a TRANSPORTS <<<"${ROUNDTRIP_TRANSPORTS:-dev io-uring}"
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" != 0 ]; then
@@ -59,24 +66,31 @@ trap cleanup EXIT
 
 declare -A PID
 CONFIGS=()
-for p in "${PROCS[@]}"; do
-	c=wsfs-$p
-	mkdir -p "$TMP/$c/root" "$TMP/$c/mnt"
-	echo hello >"$TMP/$c/root/f"
-	if [ "$p" = default ]; then
-		"$TMP/benchmount" -root "$TMP/$c/root" -mountpoint "$TMP/$c/mnt" >"$TMP/$c/out" 2>&1 &
-	else
-		GOMAXPROCS=$p "$TMP/benchmount" -root "$TMP/$c/root" -mountpoint "$TMP/$c/mnt" >"$TMP/$c/out" 2>&1 &
+for tr in "${TRANSPORTS[@]}"; do
+	if [ "$tr" = io-uring ] && [ "$(cat "$URING_PARAM" 2>/dev/null)" != Y ]; then
+		echo "roundtrip: wsfs-uring skipped: FUSE over io_uring is off ($URING_PARAM is not Y)" >&2
+		continue
 	fi
-	PID[$c]=$!
-	PIDS+=("${PID[$c]}")
-	MOUNTS+=("$TMP/$c/mnt")
-	for ((i = 0; i < 100; i++)); do
-		grep -q ready "$TMP/$c/out" 2>/dev/null && break
-		sleep 0.1
+	for p in "${PROCS[@]}"; do
+		c=wsfs-$p
+		[ "$tr" = io-uring ] && c=wsfs-uring-$p
+		mkdir -p "$TMP/$c/root" "$TMP/$c/mnt"
+		echo hello >"$TMP/$c/root/f"
+		if [ "$p" = default ]; then
+			"$TMP/benchmount" -fuse-transport "$tr" -root "$TMP/$c/root" -mountpoint "$TMP/$c/mnt" >"$TMP/$c/out" 2>&1 &
+		else
+			GOMAXPROCS=$p "$TMP/benchmount" -fuse-transport "$tr" -root "$TMP/$c/root" -mountpoint "$TMP/$c/mnt" >"$TMP/$c/out" 2>&1 &
+		fi
+		PID[$c]=$!
+		PIDS+=("${PID[$c]}")
+		MOUNTS+=("$TMP/$c/mnt")
+		for ((i = 0; i < 100; i++)); do
+			grep -q ready "$TMP/$c/out" 2>/dev/null && break
+			sleep 0.1
+		done
+		grep -q ready "$TMP/$c/out" || { cat "$TMP/$c/out" >&2; exit 1; }
+		CONFIGS+=("$c")
 	done
-	grep -q ready "$TMP/$c/out" || { cat "$TMP/$c/out" >&2; exit 1; }
-	CONFIGS+=("$c")
 done
 mkdir -p "$TMP/ovl/lower" "$TMP/ovl/upper" "$TMP/ovl/work" "$TMP/ovl/mnt"
 echo hello >"$TMP/ovl/upper/f"

@@ -420,7 +420,7 @@ func (c *creation) mount(ctx context.Context) error {
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
 		Logger: m.labelled(c.spec.Labels), Session: id, HostView: m.hostViewOf(id),
-		Keep: m.store,
+		Keep: m.store, Transport: m.transport,
 	})
 	if err != nil {
 		return errorf(CodeInternal, "session %q: mount %s on %s: %v", id, root, key, err)

@@ -88,9 +88,10 @@ func (m *Manager) serveHostView(id, root, mp string, pol *policy.Policy, log *sl
 		// No inotify watcher: a daemon with many sessions would run out of
 		// inotify instances (128 per user by default) at twice the rate;
 		// the host view keeps the short default cache timeouts instead.
-		NoWatch: true,
-		Keep:    m.store,
-		Adopt:   adopt,
+		NoWatch:   true,
+		Keep:      m.store,
+		Adopt:     adopt,
+		Transport: m.transport,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("host view %s: %v", dir, err)

@@ -66,7 +66,7 @@ func (m *Manager) ensureJailView(s *session) {
 		if m.makeViewDir(id, dir) {
 			srv, err := fusefs.Mount(fusefs.Config{
 				Root: s.rec.Root, Mountpoint: dir, Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
-				Logger: m.labelled(s.rec.Labels), Session: id,
+				Logger: m.labelled(s.rec.Labels), Session: id, Transport: m.transport,
 				// With the watcher, as the session mount: long kernel cache
 				// timeouts made safe by invalidations; both mounts share the
 				// process's inotify instance and each directory's watch.
@@ -97,10 +97,11 @@ func (m *Manager) ensureJailView(s *session) {
 		Hidden:     m.hiddenFor(id),
 		// No link for the root: the jail shows the jail view over the
 		// root's path.
-		Symlinks: fusefs.SymlinksFollow,
-		Logger:   m.labelled(s.rec.Labels),
-		Session:  id,
-		NoWatch:  true, // as the host view
+		Symlinks:  fusefs.SymlinksFollow,
+		Logger:    m.labelled(s.rec.Labels),
+		Session:   id,
+		NoWatch:   true, // as the host view
+		Transport: m.transport,
 	})
 	if err != nil {
 		os.Remove(dir)

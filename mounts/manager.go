@@ -47,7 +47,8 @@ type Manager struct {
 	// kept are the connections taken from store at Recover, by
 	// mountpoint, until a session adopts them (recoverOne) or Recover
 	// ends them.
-	kept map[string]*transport.Conn
+	kept      map[string]*transport.Conn
+	transport transport.Mode // Config.FuseTransport, resolved
 
 	mu          sync.Mutex
 	sessions    map[string]*session  // published and being created
@@ -96,6 +97,10 @@ func New(cfg Config) (*Manager, error) {
 			return nil, errorf(CodeInvalid, "%s %q: must be an absolute path", name, dir)
 		}
 	}
+	mode, err := transport.Resolve(cfg.FuseTransport)
+	if err != nil {
+		return nil, errorf(CodeInvalid, "%v", err)
+	}
 	if err := mkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, errorf(CodeInvalid, "state directory %q: %w", cfg.StateDir, err)
 	}
@@ -117,6 +122,7 @@ func New(cfg Config) (*Manager, error) {
 		mountBase:   base,
 		log:         cfg.Logger,
 		store:       cfg.Store,
+		transport:   mode,
 		sessions:    make(map[string]*session),
 		mountpoints: make(map[string]string),
 		roots:       make(map[string]string),

@@ -230,7 +230,7 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
 		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id, HostView: m.hostViewOf(id),
-		Keep: m.store,
+		Keep: m.store, Transport: m.transport,
 	})
 	if err != nil {
 		m.unmountHostView(id)

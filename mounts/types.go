@@ -4,8 +4,6 @@ package mounts
 // return, as the JSON API prints them.
 
 import (
-	"github.com/wsfs/wsfs/transport"
-
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -16,6 +14,7 @@ import (
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/mounts/api"
 	"github.com/wsfs/wsfs/policy"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // Config configures a Manager.
@@ -46,6 +45,10 @@ type Config struct {
 	// the lock, instead of refusing. A second successor that loses the
 	// race is refused, naming the winner.
 	Takeover bool
+	// FuseTransport is how every mount's requests reach the daemon
+	// (transport.Mode: auto, io-uring, dev; `--fuse-transport`); empty
+	// is transport.Resolve's default (auto).
+	FuseTransport transport.Mode
 }
 
 // Spec is what Create needs: one new session.

@@ -23,7 +23,7 @@ import (
 //
 // Layout: a header of metaSize bytes (magic, version, the JSON of Meta),
 // the intent ring (intentSlots request numbers, see Intend), then from
-// headerSize an append-only log of records, each
+// stateHeaderSize an append-only log of records, each
 //
 //	u32 length of body | u32 CRC-32C of body | body (u8 kind, fields)
 //
@@ -38,14 +38,14 @@ const (
 	stateMagic = "WSFSCONN"
 	// StateVersion is the version of the state format this build writes
 	// and reads.
-	StateVersion = 1
-	headerSize   = 64 << 10
-	metaSize     = 32 << 10
+	StateVersion    = 1
+	stateHeaderSize = 64 << 10
+	metaSize        = 32 << 10
 	// intentSlots is the size of the intent ring: more than the requests
 	// the kernel lets a connection have in flight at once (max_background
 	// and the synchronous ones), so an intent is overwritten only long
 	// after its request was answered.
-	intentSlots = (headerSize - metaSize) / 8
+	intentSlots = (stateHeaderSize - metaSize) / 8
 )
 
 var (
@@ -146,7 +146,7 @@ func NewState(m Meta) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connection state: memfd_create: %w", err)
 	}
-	s := &State{fd: fd, off: headerSize}
+	s := &State{fd: fd, off: stateHeaderSize}
 	if err := s.writeHeader(m); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -168,7 +168,7 @@ func (s *State) Intend(unique uint64) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.mem) < headerSize {
+	if len(s.mem) < stateHeaderSize {
 		return
 	}
 	off := metaSize + int(unique%intentSlots)*8
@@ -358,7 +358,7 @@ func (s *State) replay() (*Live, int64, error) {
 	if err := unix.Fstat(s.fd, &st); err != nil {
 		return nil, 0, err
 	}
-	ring := make([]byte, headerSize-metaSize)
+	ring := make([]byte, stateHeaderSize-metaSize)
 	if n, _ := unix.Pread(s.fd, ring, metaSize); n == len(ring) {
 		for i := 0; i+8 <= len(ring); i += 8 {
 			if u := binary.LittleEndian.Uint64(ring[i:]); u != 0 {
@@ -366,9 +366,9 @@ func (s *State) replay() (*Live, int64, error) {
 			}
 		}
 	}
-	data := make([]byte, max(st.Size-headerSize, 0))
+	data := make([]byte, max(st.Size-stateHeaderSize, 0))
 	if len(data) > 0 {
-		if n, err := unix.Pread(s.fd, data, headerSize); err != nil || n != len(data) {
+		if n, err := unix.Pread(s.fd, data, stateHeaderSize); err != nil || n != len(data) {
 			return nil, 0, fmt.Errorf("connection state: read log: %v", err)
 		}
 	}
@@ -407,7 +407,7 @@ func (s *State) replay() (*Live, int64, error) {
 		}
 		off += 8 + n
 	}
-	return live, headerSize + int64(off), nil
+	return live, stateHeaderSize + int64(off), nil
 }
 
 func sameHandle(a, b *Node) bool {

@@ -26,7 +26,7 @@ func init() { registerCommand(newCSICmd) }
 // csiFlags are the flags of `wsfs csi`.
 type csiFlags struct {
 	endpoint, nodeID, stateDir, mountBase, allowedRoots string
-	driverName, metricsAddr, logLevel                   string
+	driverName, metricsAddr, logLevel, fuseTransport    string
 	keep                                                bool
 }
 
@@ -72,6 +72,7 @@ metrics and the CSI calls).`,
 	fl.StringVar(&f.metricsAddr, "metrics-address", "", "serve /metrics on HOST:PORT or unix:///PATH (default: off)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.BoolVar(&f.keep, "keep-connections", false, "keep the sessions' FUSE connections outside the plugin so that pods' volumes survive its restart (needs root)")
+	addTransportFlag(fl, &f.fuseTransport)
 	return cmd
 }
 
@@ -82,6 +83,10 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 		return errUsage("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	mode, err := transportFlag(f.fuseTransport)
+	if err != nil {
+		return err
+	}
 	if f.nodeID == "" {
 		return errUsage("--node-id: required (the Kubernetes node name)")
 	}
@@ -118,7 +123,7 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	mcfg := mounts.Config{StateDir: f.stateDir, MountBase: f.mountBase, Logger: logger}
+	mcfg := mounts.Config{StateDir: f.stateDir, MountBase: f.mountBase, Logger: logger, FuseTransport: mode}
 	if f.keep {
 		if os.Geteuid() != 0 {
 			return errUsage("--keep-connections: needs root (open_by_handle_at(2) finds a session's files again after a restart)")

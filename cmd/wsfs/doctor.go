@@ -18,6 +18,7 @@ import (
 	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/transport"
 )
 
 func init() { registerCommand(newDoctorCmd) }
@@ -45,9 +46,11 @@ func newDoctorCmd() *cobra.Command {
 		Use:   "doctor",
 		Short: "Check that this host can run wsfs, one line per check with the fix",
 		Long: `Check /dev/fuse, the mount helper (fusermount3, or running as root), the
-kernel's FUSE passthrough support (Linux 6.9+), bubblewrap and the Landlock
-ABI (for exec --confine), whether sessions can outlive a daemon restart
-(root, Linux 6.9+), user_allow_other in /etc/fuse.conf (for --allow-other), the
+kernel's FUSE passthrough support (Linux 6.9+), the FUSE transport
+--fuse-transport auto picks (FUSE over io_uring when the fuse module's
+enable_uring parameter is on, else /dev/fuse), whether sessions can outlive
+a daemon restart (root, Linux 6.9+), bubblewrap and the Landlock
+ABI (for exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other), the
 descriptor limit a server gets (one descriptor per inode the kernel keeps) and
 stale wsfs mounts (a daemon that died). Prints one line per check:
 "ok|warn|fail  NAME: DETAIL[ — fix: FIX]"; with --json one object per line
@@ -55,7 +58,7 @@ stale wsfs mounts (a daemon that died). Prints one line per check:
 not fail).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkRestarts(), checkBwrap(), checkLandlock(), checkAllowOther(), checkDescriptors(fusefs.RaiseDescriptorLimit())}
+			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkTransport(transport.KernelURing()), checkRestarts(), checkBwrap(), checkLandlock(), checkAllowOther(), checkDescriptors(fusefs.RaiseDescriptorLimit())}
 			checks = append(checks, checkStaleMounts()...)
 			failed := false
 			for _, c := range checks {
@@ -179,6 +182,26 @@ func checkRestarts() check {
 		c.Status, c.Detail = checkOK, "kernel "+release+", root, under systemd: sessions outlive the daemon, their connections in systemd's file descriptor store (FileDescriptorStoreMax= in the unit)"
 	default:
 		c.Status, c.Detail = checkOK, "kernel "+release+", root: sessions outlive the daemon, their connections kept by a holder process wsfs serve starts (<state-dir>/holder.sock)"
+	}
+	return c
+}
+
+// checkTransport says which FUSE transport `--fuse-transport auto` (the
+// default) uses on this host, from transport.KernelURing's present and
+// enabled, and how to enable FUSE over io_uring when it is off
+// (fs/fuse/dev_uring.c: the enable_uring parameter, default N). A
+// missing or disabled ring is a warning: /dev/fuse works, at a longer
+// round trip.
+func checkTransport(present, enabled bool) check {
+	c := check{Name: "fuse transport"}
+	switch {
+	case !present:
+		c.Status, c.Detail, c.Fix = checkWarn, "/dev/fuse: the kernel has no FUSE over io_uring ("+transport.URingParameter+" is missing)", "Linux 6.14+ built with CONFIG_FUSE_IO_URING serves over per-CPU rings"
+	case !enabled:
+		c.Status, c.Detail, c.Fix = checkWarn, "/dev/fuse: FUSE over io_uring is built but off (enable_uring=N)",
+			"echo 1 > "+transport.URingParameter+" (new mounts), and `options fuse enable_uring=1` in /etc/modprobe.d/fuse.conf (at boot); wsfs never changes it itself"
+	default:
+		c.Status, c.Detail = checkOK, "io-uring: new mounts are served over FUSE over io_uring (enable_uring=Y; --fuse-transport dev opts out)"
 	}
 	return c
 }

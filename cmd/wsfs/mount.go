@@ -30,7 +30,7 @@ func init() {
 // mountFlags are the flags of `wsfs mount`.
 type mountFlags struct {
 	root, mountpoint, session, mode, symlinks, policyFile string
-	hostView                                              string
+	hostView, fuseTransport                               string
 	addRoots, protect                                     []string
 	allowOther, nonEmpty, debug, force                    bool
 	entryTimeout, attrTimeout                             time.Duration
@@ -93,6 +93,7 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request to stderr")
 	fl.BoolVar(&f.force, "force", false, "at shutdown, detach the mount lazily even when it is busy")
 	fl.DurationVar(&f.entryTimeout, "entry-timeout", 0, fmt.Sprintf("kernel entry cache timeout (0: %v while host changes are watched, else %v)", fusefs.DefaultWatchedTimeout, fusefs.DefaultTimeout))
+	addTransportFlag(fl, &f.fuseTransport)
 	fl.DurationVar(&f.attrTimeout, "attr-timeout", 0, fmt.Sprintf("kernel attribute cache timeout (0: %v while host changes are watched, else %v)", fusefs.DefaultWatchedTimeout, fusefs.DefaultTimeout))
 	return cmd
 }
@@ -168,6 +169,7 @@ func mountHostView(cfg fusefs.Config, allowOther bool) (*hostViewMount, error) {
 		Logger:     cfg.Logger,
 		Session:    cfg.Session,
 		Debug:      cfg.Debug,
+		Transport:  cfg.Transport,
 	})
 	if err != nil {
 		if h.created {
@@ -353,6 +355,10 @@ func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
 	if f.attrTimeout < 0 {
 		return fusefs.Config{}, errUsage("--attr-timeout %s: must not be negative", f.attrTimeout)
 	}
+	mode, err := transportFlag(f.fuseTransport)
+	if err != nil {
+		return fusefs.Config{}, err
+	}
 	return fusefs.Config{
 		Root:         canonRoot,
 		Mountpoint:   mountpoint,
@@ -365,6 +371,7 @@ func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
 		Session:      f.session,
 		EntryTimeout: f.entryTimeout,
 		AttrTimeout:  f.attrTimeout,
+		Transport:    mode,
 	}, nil
 }
 

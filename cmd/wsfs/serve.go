@@ -41,7 +41,7 @@ func defaultMountBase(socket string) string {
 
 // newServeCmd returns the `wsfs serve` verb.
 func newServeCmd() *cobra.Command {
-	var socket, stateDir, mountBase, logLevel string
+	var socket, stateDir, mountBase, logLevel, fuseTransport string
 	var keep, takeover bool
 	cmd := &cobra.Command{
 		Use:   "serve [--socket PATH] [--state-dir DIR] [--mount-base DIR]",
@@ -74,7 +74,7 @@ Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
 $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd, serveFlags{socket, stateDir, mountBase, logLevel, keep, takeover})
+			return runServe(cmd, serveFlags{socket, stateDir, mountBase, logLevel, fuseTransport, keep, takeover})
 		},
 	}
 	fl := cmd.Flags()
@@ -84,13 +84,14 @@ $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.BoolVar(&keep, "keep-connections", os.Geteuid() == 0, "keep the sessions' FUSE connections outside the daemon so they survive a restart or crash (needs root)")
 	fl.BoolVar(&takeover, "takeover", true, "when a daemon already serves the state directory, take its sessions over instead of refusing")
+	addTransportFlag(fl, &fuseTransport)
 	return cmd
 }
 
 // serveFlags are wsfs serve's flags.
 type serveFlags struct {
-	socket, stateDir, mountBase, logLevel string
-	keep, takeover                        bool
+	socket, stateDir, mountBase, logLevel, fuseTransport string
+	keep, takeover                                       bool
 }
 
 // runServe runs the daemon until SIGTERM or SIGINT.
@@ -99,6 +100,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return errUsage("--log-level %q: want debug, info, warn or error", logLevel)
+	}
+	mode, err := transportFlag(f.fuseTransport)
+	if err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	for _, p := range []*string{&socket, &stateDir, &mountBase} {
@@ -124,7 +129,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return errUsage("--keep-connections: needs root (open_by_handle_at(2) finds a session's files again after a restart)")
 	}
 	cfg := mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
-		Hidden: []string{socket}, Takeover: f.takeover} // the socket: hidden from every host view
+		Hidden: []string{socket}, Takeover: f.takeover, FuseTransport: mode} // the socket: hidden from every host view
 	if f.keep {
 		store, err := connectionStore(stateDir, logger)
 		if err != nil {

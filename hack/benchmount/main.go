@@ -32,6 +32,7 @@ func main() {
 	noWatch := flag.Bool("nowatch", false, "mount without the host-change watcher (fusefs.Config.NoWatch), to measure its cost")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the server to this file until exit")
 	keep := flag.String("keep", "", "keep the connection in a holder listening at this socket (started in this process), as wsfs serve does, to measure what keeping state costs")
+	fuseTransport := flag.String("fuse-transport", "", "auto, io-uring or dev (fusefs.Config.Transport; default auto)")
 	flag.Parse()
 	if *root == "" || *mountpoint == "" {
 		fmt.Fprintln(os.Stderr, "usage: benchmount -root DIR -mountpoint DIR [-stats FILE] [-debug]")
@@ -67,6 +68,7 @@ func main() {
 		Debug:      *debug,
 		Session:    "bench",
 		NoWatch:    *noWatch,
+		Transport:  transport.Mode(*fuseTransport),
 	}
 	if *keep != "" {
 		listening := make(chan struct{})
@@ -79,6 +81,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchmount:", err)
 		os.Exit(1)
 	}
+	fmt.Fprintln(os.Stderr, "benchmount: transport", srv.Transport())
 	fmt.Println("ready")
 
 	done := make(chan struct{})

@@ -46,7 +46,11 @@ func mountDirect(mountPoint string, opts *MountOptions, ready chan<- error) (fd 
 		return
 	}
 
-	fd, err = syscall.Open("/dev/fuse", os.O_RDWR, 0) // use syscall.Open since we want an int fd
+	// O_CLOEXEC: a child the server starts must not hold the connection
+	// (it would keep it alive past the server, and a request of its own
+	// would then wait for an answer that never comes). The fusermount
+	// path below sets it too.
+	fd, err = syscall.Open("/dev/fuse", os.O_RDWR|syscall.O_CLOEXEC, 0) // use syscall.Open since we want an int fd
 	if err != nil {
 		return
 	}

@@ -313,6 +313,14 @@ func copyToIov(dst [][]byte, src ...[]byte) int {
 //
 // EXPERIMENTAL: not subject to API stability.
 func (ps *ProtocolServer) HandleRequest(in [][]byte, out [][]byte) (int, Status) {
+	return ps.protocolServer.handleIovRequest(in, out)
+}
+
+// handleIovRequest is HandleRequest for any protocolServer: a
+// ProtocolServer's, or a Server's (Server.HandleRequest), whose
+// in-flight table then also holds the request, so an INTERRUPT read
+// from /dev/fuse finds it.
+func (ps *protocolServer) handleIovRequest(in [][]byte, out [][]byte) (int, Status) {
 	req := &requestAlloc{
 		request: request{
 			cancel: make(chan struct{}),
@@ -377,7 +385,7 @@ func (ps *ProtocolServer) HandleRequest(in [][]byte, out [][]byte) (int, Status)
 		}
 	}
 
-	ps.protocolServer.handleRequest(h, &req.request)
+	ps.handleRequest(h, &req.request)
 	if req.suppressReply {
 		return 0, OK
 	}
@@ -428,7 +436,25 @@ func readIntoIov(rr ReadResult, dst [][]byte) (int, Status) {
 		}
 		return copyToIov(dst, slices...), OK
 	}
-	return 0, EIO
+	// Results with neither (ReadResultFd) read into the first
+	// element when the reply fits there, as a Server's /dev/fuse
+	// write would without splice.
+	if len(dst) > 0 && len(dst[0]) >= rr.Size() {
+		b, code := rr.Bytes(dst[0][:rr.Size()])
+		if !code.Ok() {
+			return 0, code
+		}
+		if len(b) > 0 && &b[0] != &dst[0][0] {
+			copy(dst[0], b)
+		}
+		return len(b), OK
+	}
+	buf := make([]byte, rr.Size())
+	b, code := rr.Bytes(buf)
+	if !code.Ok() {
+		return 0, code
+	}
+	return copyToIov(dst, b), OK
 }
 
 func iovLens(in [][]byte) []int {

@@ -1,0 +1,653 @@
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Mode selects how a FUSE connection's requests reach the server: the
+// value of `--fuse-transport` on `wsfs mount`, `serve` and `csi`.
+type Mode string
+
+const (
+	// Auto serves over io_uring when the kernel offers it (the fuse
+	// module's enable_uring parameter is Y and INIT's flags carry
+	// FUSE_OVER_IO_URING), otherwise reads /dev/fuse; the choice is
+	// logged once per process and reason.
+	Auto Mode = "auto"
+	// IOURing requires FUSE over io_uring: a mount fails when the
+	// kernel's parameter is off. A registration that fails after the
+	// mount leaves it on /dev/fuse (logged), never half-served.
+	IOURing Mode = "io-uring"
+	// Dev reads every request from /dev/fuse (go-fuse's classic loop).
+	Dev Mode = "dev"
+)
+
+// TestModeEnv names the environment variable that gives the mode when a
+// caller leaves it empty (Resolve): the test suites run under either
+// transport with it (WSFS_TEST_FUSE_TRANSPORT=io-uring go test ./fusefs/).
+const TestModeEnv = "WSFS_TEST_FUSE_TRANSPORT"
+
+// URingParameter is the fuse module parameter that lets FUSE servers use
+// io_uring (fs/fuse/dev_uring.c, Linux >= 6.14; default N). wsfs reads it
+// and never writes it: `options fuse enable_uring=1` in
+// /etc/modprobe.d/ sets it at boot, `echo 1 >` this file at run time.
+const URingParameter = "/sys/module/fuse/parameters/enable_uring"
+
+// ParseMode parses a --fuse-transport value: "auto", "io-uring" or "dev".
+// Errors name the value and the accepted ones.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case Auto, IOURing, Dev:
+		return m, nil
+	}
+	return "", fmt.Errorf("fuse transport %q: must be auto, io-uring or dev", s)
+}
+
+// Resolve returns m, or for the empty Mode the value of TestModeEnv when
+// set (an invalid value there is an error naming it), else Auto.
+func Resolve(m Mode) (Mode, error) {
+	if m != "" {
+		return ParseMode(string(m))
+	}
+	if v := os.Getenv(TestModeEnv); v != "" {
+		mm, err := ParseMode(v)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", TestModeEnv, err)
+		}
+		return mm, nil
+	}
+	return Auto, nil
+}
+
+// KernelURing reads URingParameter: present is false when the kernel has
+// no FUSE over io_uring (the file is missing), enabled whether it is Y.
+func KernelURing() (present, enabled bool) {
+	b, err := os.ReadFile(URingParameter)
+	if err != nil {
+		return false, false
+	}
+	return true, strings.TrimSpace(string(b)) == "Y"
+}
+
+// Names of the transports, as logged and reported (Conn.Transport).
+const (
+	NameDev   = "/dev/fuse"
+	NameURing = "io-uring"
+)
+
+// Ring-side constants (include/uapi/linux/fuse.h, fs/fuse/dev_uring.c).
+const (
+	uringCmdRegister       = 1 // FUSE_IO_URING_CMD_REGISTER
+	uringCmdCommitAndFetch = 2 // FUSE_IO_URING_CMD_COMMIT_AND_FETCH
+
+	// struct fuse_uring_req_header: in_out[128], op_in[128], then
+	// struct fuse_uring_ent_in_out {flags, commit_id u64; payload_sz,
+	// padding u32; reserved u64}.
+	hdrInOut     = 0
+	hdrOpIn      = 128
+	hdrEntInOut  = 256
+	hdrCommitID  = hdrEntInOut + 8
+	hdrPayloadSz = hdrEntInOut + 16
+	headerSize   = 288
+
+	inHeaderSize  = 40 // struct fuse_in_header
+	outHeaderSize = 16 // struct fuse_out_header
+	opSetlkw      = 33 // FUSE_SETLKW
+
+	// entriesPerQueue ring entries are registered on each queue: one
+	// request is served at a time per queue (inline, on the queue's
+	// thread), the others wait in their entries; a SETLKW, which may
+	// wait for another process's unlock, is served off the thread and
+	// keeps its entry meanwhile.
+	entriesPerQueue = 8
+
+	userDataWake     = 1 << 62 // the eventfd read that wakes a queue
+	userDataFallback = 1 << 61 // the REGISTER that turns the ring off
+)
+
+// MaxRingThreads bounds the queue threads of all of a process's rings
+// (one per possible CPU per mount): a daemon serving thousands of mounts
+// would otherwise run into Go's limit of 10000 OS threads
+// (runtime/debug.SetMaxThreads). A mount that would pass it is served on
+// /dev/fuse (logged once), whatever the mode.
+const MaxRingThreads = 1024
+
+var ringThreads atomic.Int64
+
+// URing is FUSE over io_uring for one connection: one queue per possible
+// CPU (the kernel puts a request on the queue of the CPU its caller runs
+// on and uses the ring only once every queue has an entry registered),
+// each served by a goroutine locked to an OS thread pinned to that CPU,
+// which handles requests inline through go-fuse's Server.HandleRequest
+// (the Server of the /dev/fuse connection: same settings, same in-flight
+// table, so INTERRUPTs read from /dev/fuse reach ring requests). FORGET,
+// INTERRUPT and notifications stay on /dev/fuse, which go-fuse's Serve
+// loop keeps reading.
+//
+// Life: NewURing before the mount makes the rings (so a process that
+// cannot have them never asks for the feature), Capabilities go into
+// the INIT reply, Start after INIT registers the entries; the queues
+// end when the connection does.
+type URing struct {
+	log     *slog.Logger
+	queues  []*queue
+	payload int
+	served  atomic.Uint64
+	active  atomic.Bool
+	devFd   int
+	wg      sync.WaitGroup
+	// failQueue, when >= 0, makes that queue report a registration
+	// failure without registering (tests: the ring turned off by
+	// turnOff while the other queues hold entries).
+	failQueue int
+}
+
+var logOnce sync.Map // reason -> *sync.Once
+
+// logChoice logs msg once per process for each distinct msg.
+func logChoice(log *slog.Logger, msg string, args ...any) {
+	o, _ := logOnce.LoadOrStore(msg, &sync.Once{})
+	o.(*sync.Once).Do(func() { log.Info(msg, args...) })
+}
+
+// NewURing prepares FUSE over io_uring for one mount about to be made
+// with mode (Resolve'd) and the mount's MaxWrite (bytes; each entry's
+// payload buffer holds max(MaxWrite, 8 KiB) rounded up to pages, as
+// fs/fuse/dev_uring.c requires). It returns nil and no error when the
+// mount is to use /dev/fuse (Dev, or Auto without the kernel parameter,
+// or Auto when the rings cannot be made: logged once). IOURing without
+// the parameter, or with rings that cannot be made, is an error naming
+// the cause and how to enable it.
+func NewURing(mode Mode, maxWrite int, log *slog.Logger) (*URing, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if mode == Dev {
+		return nil, nil
+	}
+	present, enabled := KernelURing()
+	if !enabled {
+		why := "the kernel has no FUSE over io_uring (" + URingParameter + " is missing; Linux >= 6.14 with CONFIG_FUSE_IO_URING)"
+		if present {
+			why = URingParameter + " is N (enable it: echo 1 > " + URingParameter + ", or `options fuse enable_uring=1` in /etc/modprobe.d/)"
+		}
+		if mode == IOURing {
+			return nil, fmt.Errorf("fuse transport io-uring: %s", why)
+		}
+		logChoice(log, "fuse transport: "+NameDev, "why", why)
+		return nil, nil
+	}
+	n, err := possibleCPUs()
+	if err != nil {
+		return nil, uringSetupFailed(mode, log, err)
+	}
+	if ringThreads.Add(int64(n)) > MaxRingThreads {
+		ringThreads.Add(-int64(n))
+		logChoice(log, "fuse transport: "+NameDev+" for further mounts (io_uring queue threads at their bound)", "bound", MaxRingThreads, "queues_per_mount", n)
+		return nil, nil
+	}
+	page := os.Getpagesize()
+	payload := max(maxWrite, 8192)
+	payload = (payload + page - 1) / page * page
+	u := &URing{log: log, payload: payload, devFd: -1, failQueue: -1}
+	for qid := range n {
+		q, err := newQueue(u, qid)
+		if err != nil {
+			u.Close()
+			// Each started queue gave its thread back as it ended.
+			ringThreads.Add(-int64(n - qid - 1))
+			return nil, uringSetupFailed(mode, log, err)
+		}
+		u.queues = append(u.queues, q)
+	}
+	return u, nil
+}
+
+func uringSetupFailed(mode Mode, log *slog.Logger, err error) error {
+	if mode == IOURing {
+		return fmt.Errorf("fuse transport io-uring: %w", err)
+	}
+	logChoice(log, "fuse transport: "+NameDev+" (io_uring setup failed)", "err", err)
+	return nil
+}
+
+// Capabilities returns the INIT flags to offer the kernel
+// (fuse.MountOptions.ExtraCapabilities): FUSE_OVER_IO_URING. nil-safe.
+func (u *URing) Capabilities() uint64 {
+	if u == nil {
+		return 0
+	}
+	return fuse.CAP_OVER_IO_URING
+}
+
+// Close gives the rings up before Start (the mount failed). nil-safe.
+func (u *URing) Close() {
+	if u == nil {
+		return
+	}
+	for _, q := range u.queues {
+		q.start <- -1
+	}
+	u.wg.Wait()
+}
+
+// Start registers every queue's entries on srv's connection once go-fuse
+// has answered INIT (fuse.NewServer returned), and returns nil when the
+// kernel now sends requests through the ring. Otherwise the connection
+// stays on /dev/fuse, never half-served: when the kernel did not accept
+// FUSE_OVER_IO_URING, nothing is registered; when a registration fails,
+// the ring is turned off for the connection (a REGISTER the kernel
+// refuses clears its io_uring flag, fs/fuse/dev_uring.c) before any
+// request takes it. The error says why; Start logs it once. nil-safe
+// (returns an error saying /dev/fuse is in use).
+func (u *URing) Start(srv *fuse.Server) error {
+	if u == nil {
+		return errors.New("fuse transport: " + NameDev)
+	}
+	if srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+		u.Close()
+		err := errors.New("the kernel's INIT did not offer FUSE_OVER_IO_URING")
+		logChoice(u.log, "fuse transport: "+NameDev, "why", err)
+		return err
+	}
+	fd, err := srv.DupDeviceFd()
+	if err != nil {
+		u.Close()
+		// The kernel waits for the ring now (fuse_block_alloc) and no
+		// REGISTER can reach it: the connection has already ended.
+		return fmt.Errorf("fuse transport: %w", err)
+	}
+	u.devFd = fd
+	go func() {
+		// The queues' commands name the descriptor until the last
+		// queue ends.
+		u.wg.Wait()
+		unix.Close(fd)
+	}()
+	for _, q := range u.queues {
+		q.srv = srv
+		q.start <- fd
+	}
+	var failed error
+	for _, q := range u.queues {
+		if err := <-q.registered; err != nil && failed == nil {
+			failed = fmt.Errorf("queue %d: %w", q.qid, err)
+		}
+	}
+	// The verdict: every queue serves (the ring is ready: the kernel
+	// made it so when the last queue registered), or the first queue
+	// with a working ring turns the ring off and all wait for the end.
+	for i, q := range u.queues {
+		q.verdict <- failed == nil || i != 0
+	}
+	if failed != nil {
+		logChoice(u.log, "fuse transport: "+NameDev+" (io_uring registration failed)", "err", failed)
+		return failed
+	}
+	u.active.Store(true)
+	logChoice(u.log, "fuse transport: "+NameURing, "queues", len(u.queues))
+	return nil
+}
+
+// Active reports whether the connection's requests go through the ring.
+func (u *URing) Active() bool { return u != nil && u.active.Load() }
+
+// Served returns the number of requests served through the ring.
+func (u *URing) Served() uint64 {
+	if u == nil {
+		return 0
+	}
+	return u.served.Load()
+}
+
+// Wait returns once every queue has ended (the connection ended, or
+// the rings were given up). nil-safe.
+func (u *URing) Wait() {
+	if u != nil {
+		u.wg.Wait()
+	}
+}
+
+// Queues returns the number of queues (the possible CPUs).
+func (u *URing) Queues() int {
+	if u == nil {
+		return 0
+	}
+	return len(u.queues)
+}
+
+// queue is one ring queue (qid = CPU) and its thread's state.
+type queue struct {
+	u     *URing
+	qid   int
+	srv   *fuse.Server
+	r     *ring
+	hdrs  []byte // entriesPerQueue headers (mmap)
+	pay   []byte // entriesPerQueue payload buffers (mmap)
+	iovs  []unix.Iovec
+	efd   int
+	wbuf  []byte // eventfd read buffer, in hdrs' mapping
+	start chan int
+	// registered reports the REGISTER outcome, verdict brings the
+	// decision back (true: serve).
+	registered chan error
+	verdict    chan bool
+
+	early []int // entries that had a request at registration
+
+	mu    sync.Mutex
+	done  []int // entries an off-thread request has answered
+	async int   // off-thread requests running
+}
+
+func newQueue(u *URing, qid int) (*queue, error) {
+	q := &queue{u: u, qid: qid, efd: -1, start: make(chan int), registered: make(chan error), verdict: make(chan bool)}
+	made := make(chan error)
+	u.wg.Add(1)
+	go q.run(made)
+	if err := <-made; err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// run is the queue's goroutine: locked to its thread for good (the
+// ring is SINGLE_ISSUER and its completions run as task work of the
+// thread that waits), pinned to the queue's CPU when it may run there.
+func (q *queue) run(made chan<- error) {
+	defer q.u.wg.Done()
+	defer ringThreads.Add(-1) // before Done: Wait sees the thread given back
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(q.qid)
+	// Best effort: a CPU outside the process's cpuset (or offline)
+	// leaves the thread unpinned; the kernel still queues that CPU's
+	// callers here.
+	_ = unix.SchedSetaffinity(0, &set)
+	if err := q.setup(); err != nil {
+		q.teardown()
+		made <- err
+		return
+	}
+	made <- nil
+	fd := <-q.start
+	if fd < 0 {
+		q.teardown()
+		return
+	}
+	var live int
+	var err error
+	if q.qid == q.u.failQueue {
+		err = errors.New("registration skipped (test)")
+	} else {
+		live, err = q.register(fd)
+	}
+	q.registered <- err
+	serve := <-q.verdict
+	if !serve {
+		q.turnOff(fd)
+	}
+	q.loop(fd, live)
+	q.teardown()
+}
+
+func (q *queue) setup() error {
+	var err error
+	if q.r, err = newRing(4 * entriesPerQueue); err != nil {
+		return err
+	}
+	// Headers plus one 8-byte eventfd buffer.
+	if q.hdrs, err = unix.Mmap(-1, 0, entriesPerQueue*headerSize+8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		return fmt.Errorf("mmap of ring headers: %w", err)
+	}
+	q.wbuf = q.hdrs[entriesPerQueue*headerSize:]
+	if q.pay, err = unix.Mmap(-1, 0, entriesPerQueue*q.u.payload, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		return fmt.Errorf("mmap of ring payload buffers: %w", err)
+	}
+	if q.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	q.iovs = make([]unix.Iovec, 2*entriesPerQueue)
+	for e := range entriesPerQueue {
+		q.iovs[2*e].Base = &q.hdrs[e*headerSize]
+		q.iovs[2*e].SetLen(headerSize)
+		q.iovs[2*e+1].Base = &q.pay[e*q.u.payload]
+		q.iovs[2*e+1].SetLen(q.u.payload)
+	}
+	return nil
+}
+
+func (q *queue) teardown() {
+	if q.r != nil {
+		q.r.close()
+	}
+	if q.efd >= 0 {
+		unix.Close(q.efd)
+	}
+	if q.hdrs != nil {
+		unix.Munmap(q.hdrs)
+	}
+	if q.pay != nil {
+		unix.Munmap(q.pay)
+	}
+}
+
+func (q *queue) header(e int) []byte  { return q.hdrs[e*headerSize : (e+1)*headerSize] }
+func (q *queue) payload(e int) []byte { return q.pay[e*q.u.payload : (e+1)*q.u.payload] }
+
+// cmdSQE fills a URING_CMD entry for ring entry e (cmd_op op) on the
+// connection fd.
+func (q *queue) cmdSQE(s *sqe, fd int, op uint32, e int, qid uint16, commitID uint64) {
+	s.Opcode = ioringOpURingCmd
+	s.Fd = int32(fd)
+	s.Off = uint64(op)
+	s.Addr = uint64(uintptr(unsafe.Pointer(&q.iovs[2*e])))
+	s.Len = 2
+	s.UserData = uint64(e)
+	// struct fuse_uring_cmd_req {u64 flags; u64 commit_id; u16 qid}
+	binary.LittleEndian.PutUint64(s.Cmd[8:], commitID)
+	binary.LittleEndian.PutUint16(s.Cmd[16:], qid)
+}
+
+// register submits a REGISTER for every entry and returns how many the
+// kernel holds; a refusal comes back at once as a completion.
+func (q *queue) register(fd int) (int, error) {
+	for e := range entriesPerQueue {
+		q.cmdSQE(q.r.getSQE(), fd, uringCmdRegister, e, uint16(q.qid), 0)
+	}
+	if err := q.r.enter(false); err != nil {
+		return 0, err
+	}
+	live := entriesPerQueue
+	var failed error
+	q.r.reap(func(c cqe) {
+		if c.Res < 0 {
+			live--
+			if failed == nil {
+				failed = fmt.Errorf("FUSE_IO_URING_CMD_REGISTER: %w", unix.Errno(-c.Res))
+			}
+			return
+		}
+		// A request already (the ring got ready): serve it in the loop.
+		q.early = append(q.early, int(c.UserData))
+	})
+	return live, failed
+}
+
+// turnOff sends the REGISTER the kernel refuses (a queue id past the
+// last), which clears the connection's io_uring flag, so requests held
+// back waiting for the ring go to /dev/fuse (fs/fuse/dev_uring.c,
+// fuse_uring_cmd).
+func (q *queue) turnOff(fd int) {
+	s := q.r.getSQE()
+	q.cmdSQE(s, fd, uringCmdRegister, 0, 0xffff, 0)
+	s.UserData = userDataFallback
+	if err := q.r.enter(false); err != nil {
+		q.u.log.Warn("fuse transport: turning the ring off", "err", err)
+	}
+}
+
+// loop serves completions until the kernel has given back every entry
+// (the connection ended: each comes back with ENOTCONN or ECONNABORTED)
+// and no off-thread request runs.
+func (q *queue) loop(fd, live int) {
+	q.armWake()
+	for _, e := range q.early {
+		q.serve(fd, e)
+	}
+	q.early = nil
+	for live > 0 || q.running() > 0 {
+		if err := q.r.enter(true); err != nil {
+			q.u.log.Error("fuse transport: io_uring queue stopped", "queue", q.qid, "err", err)
+			return
+		}
+		q.r.reap(func(c cqe) {
+			switch {
+			case c.UserData == userDataWake:
+				q.armWake()
+				q.mu.Lock()
+				done := q.done
+				q.done = nil
+				q.mu.Unlock()
+				for _, e := range done {
+					q.commit(fd, e)
+				}
+			case c.UserData == userDataFallback:
+			case c.Res < 0:
+				// ENOTCONN/ECONNABORTED: the connection ended;
+				// ENOENT: a commit the kernel no longer knows
+				// (the request was aborted). The entry is gone.
+				live--
+			default:
+				q.serve(fd, int(c.UserData))
+			}
+		})
+	}
+}
+
+func (q *queue) running() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.async
+}
+
+// armWake queues a read of the eventfd an off-thread request writes when
+// it has answered.
+func (q *queue) armWake() {
+	s := q.r.getSQE()
+	s.Opcode = ioringOpRead
+	s.Fd = int32(q.efd)
+	s.Addr = uint64(uintptr(unsafe.Pointer(&q.wbuf[0])))
+	s.Len = 8
+	s.Off = ^uint64(0)
+	s.UserData = userDataWake
+}
+
+// serve answers the request in entry e: inline, or for a SETLKW (which
+// may wait for another caller's unlock, maybe on this very queue) on its
+// own goroutine, committed by this thread once it is done.
+func (q *queue) serve(fd, e int) {
+	h := q.header(e)
+	if binary.LittleEndian.Uint32(h[hdrInOut+4:]) == opSetlkw {
+		q.mu.Lock()
+		q.async++
+		q.mu.Unlock()
+		go func() {
+			q.handle(e)
+			q.mu.Lock()
+			q.async--
+			q.done = append(q.done, e)
+			q.mu.Unlock()
+			var one [8]byte
+			binary.LittleEndian.PutUint64(one[:], 1)
+			unix.Write(q.efd, one[:])
+		}()
+		return
+	}
+	q.handle(e)
+	q.commit(fd, e)
+}
+
+// handle serves the request in entry e with go-fuse and leaves the reply
+// in the entry: fuse_out_header in in_out, the rest in the payload
+// buffer, its length in payload_sz.
+func (q *queue) handle(e int) {
+	h, p := q.header(e), q.payload(e)
+	length := int(binary.LittleEndian.Uint32(h[hdrInOut:]))
+	unique := binary.LittleEndian.Uint64(h[hdrInOut+8:])
+	paySz := int(binary.LittleEndian.Uint32(h[hdrPayloadSz:]))
+	// The operation's header (in_args[0]) is in op_in, the other
+	// arguments in the payload: the header's length counts them all.
+	opSz := length - inHeaderSize - paySz
+	n, st := 0, fuse.EIO
+	if opSz >= 0 && opSz <= hdrEntInOut-hdrOpIn && paySz <= len(p) {
+		in := [][]byte{h[hdrInOut : hdrInOut+inHeaderSize], h[hdrOpIn : hdrOpIn+opSz], p[:paySz]}
+		out := [][]byte{h[hdrInOut : hdrInOut+outHeaderSize], p}
+		n, st = q.srv.HandleRequest(in, out)
+	}
+	if !st.Ok() || n < outHeaderSize {
+		if st.Ok() {
+			st = fuse.EIO
+		}
+		binary.LittleEndian.PutUint32(h[hdrInOut:], outHeaderSize)
+		binary.LittleEndian.PutUint32(h[hdrInOut+4:], uint32(-int32(st)))
+		binary.LittleEndian.PutUint64(h[hdrInOut+8:], unique)
+		n = outHeaderSize
+	}
+	binary.LittleEndian.PutUint32(h[hdrPayloadSz:], uint32(n-outHeaderSize))
+	q.u.served.Add(1)
+}
+
+// commit queues COMMIT_AND_FETCH for entry e: the reply goes to the
+// kernel and the entry waits for the next request. The commit id is the
+// request's unique, which the kernel put in ent_in_out.commit_id.
+func (q *queue) commit(fd, e int) {
+	h := q.header(e)
+	s := q.r.getSQE()
+	if s == nil {
+		// Full: submit what is queued (never more than the entries
+		// and the wake read, within the ring's size).
+		if err := q.r.enter(false); err != nil {
+			q.u.log.Error("fuse transport: io_uring submit", "queue", q.qid, "err", err)
+		}
+		s = q.r.getSQE()
+	}
+	q.cmdSQE(s, fd, uringCmdCommitAndFetch, e, uint16(q.qid), binary.LittleEndian.Uint64(h[hdrCommitID:]))
+}
+
+// possibleCPUs counts /sys/devices/system/cpu/possible (the kernel makes
+// one queue per possible CPU, num_possible_cpus()).
+func possibleCPUs() (int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, found := strings.Cut(r, "-")
+		a, err1 := strconv.Atoi(lo)
+		z := a
+		var err2 error
+		if found {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || z < a {
+			return 0, fmt.Errorf("/sys/devices/system/cpu/possible: bad range %q", r)
+		}
+		n += z - a + 1
+	}
+	return n, nil
+}
