@@ -160,7 +160,7 @@ func compile(in Spec) (*Policy, error) {
 		}
 	}
 
-	p := &Policy{spec: c.spec, prot: &protection{}}
+	p := &Policy{spec: c.spec, prot: &protection{}, repos: &repoCache{}}
 	p.buildAreas()
 	p.buildAreaIndex()
 	gs := p.computeGuards(nil, nil)
@@ -318,33 +318,11 @@ func keyLengths[V any](m map[string]V) []int {
 	return lens
 }
 
-// protect adds the guards of the writable explicit root r.
+// protect adds the guards of the writable explicit root r: one per
+// protected entry. (git's names are the repository rule's, git.go.)
 func (c *compiler) protect(r string) {
 	for _, s := range c.spec.Protected {
 		c.guardPath(filepath.Join(r, s), s)
-	}
-	gitdir, ok := gitdirOf(r)
-	if !ok {
-		return
-	}
-	var sub []string // the entries under .git/, relative to a gitdir
-	for _, s := range c.spec.Protected {
-		if rest, ok := strings.CutPrefix(s, ".git/"); ok {
-			sub = append(sub, rest)
-		}
-	}
-	if len(sub) == 0 {
-		return
-	}
-	c.guardPath(filepath.Join(r, ".git"), ".git")
-	dirs := []string{gitdir}
-	if common, ok := commondirOf(gitdir); ok {
-		dirs = append(dirs, common)
-	}
-	for _, d := range dirs {
-		for _, rest := range sub {
-			c.guardPath(filepath.Join(d, rest), ".git/"+rest)
-		}
 	}
 }
 

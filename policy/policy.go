@@ -69,6 +69,9 @@ type Policy struct {
 	// prot holds the protected set, which follows the host (protect.go).
 	// A pointer, so the copies tests make share it.
 	prot *protection
+	// repos caches what repositories' configs name (git.go), shared by
+	// copies like prot.
+	repos *repoCache
 }
 
 // Compile checks spec and canonicalizes every root; it is the only way to
@@ -194,7 +197,19 @@ func (p *Policy) DecideLink(src, dst string) Decision {
 func (p *Policy) decidePair(op Op, src, dst string, xdev Decision) Decision {
 	ds, as, fs := p.decide(op, src)
 	dd, ad, fd := p.decide(op, dst)
-	return combine(ds, dd, as, ad, fs, fd, xdev)
+	return p.pairGit(op, src, dst, as, ad, combine(ds, dd, as, ad, fs, fd, xdev))
+}
+
+// pairGit applies the repository rule's rename transitions (git.go) to an
+// allowed rename.
+func (p *Policy) pairGit(op Op, src, dst string, as, ad *area, d Decision) Decision {
+	if op != OpRename || !d.Allow {
+		return d
+	}
+	if gd, ok := p.gitRename(src, dst, as, ad); !ok {
+		return gd
+	}
+	return d
 }
 
 // combine is the rule of DecideRename for two ends' decisions, areas and
@@ -222,7 +237,15 @@ func combine(ds, dd Decision, as, ad *area, fs, fd bool, xdev Decision) Decision
 // for a rename or link whatever the other end is: a refusal for the path's
 // shape, a none root, a device, a protected key or its ancestor.
 func (p *Policy) decide(op Op, path string) (Decision, *area, bool) {
-	return p.decideIn(p.prot.cur.Load(), op, path)
+	gs := p.prot.cur.Load()
+	d, a, final := p.decideIn(gs, op, path)
+	if op == OpRead || !d.Allow {
+		return d, a, final
+	}
+	if gd, ok := p.gitDecide(gs, op, path, a); !ok {
+		return gd, a, true
+	}
+	return d, a, final
 }
 
 // decideIn is decide against the guard set gs.
