@@ -470,7 +470,7 @@ func TestDecideRenameAndLink(t *testing.T) {
 		// Moving a git directory away protects nothing away (it keeps its
 		// HEAD); a non-directory cannot be made at .git.
 		{ModeWorkspaceWrite, "proj/.git", "proj/git-old", allow("primary:read-write"), allow("primary:read-write")}, // (a directory cannot be hard-linked anyway)
-		{ModeWorkspaceWrite, "tmp/a", "proj/.git", xren, xlink}, // (.git exists: EEXIST from the kernel)
+		{ModeWorkspaceWrite, "tmp/a", "proj/.git", xren, xlink},                                                     // (.git exists: EEXIST from the kernel)
 		{ModeFullAccess, "out/a", "out/b", allow("outside:read-write"), allow("outside:read-write")},
 		{ModeFullAccess, "out/a", "proj/b", xren, xlink},
 		{ModeReadOnly, "rw/a", "proj/b", xren, xlink},
