@@ -13,7 +13,9 @@ import (
 )
 
 // errnoChild runs "op path [arg]" lines (argv[1:]) in the child's cwd and
-// prints "op path: ERRNAME" (OK on success) per line.
+// prints "op path: ERRNAME" (OK on success) per line. Ops: append, create
+// (O_TRUNC, mode 755), chmod MODE, read, link NEW, unlink, rename NEW,
+// mkdir, rmdir, symlink TEXT.
 const errnoChild = `
 import os, sys, errno
 def run(op, p, arg):
@@ -29,6 +31,14 @@ def run(op, p, arg):
         os.link(p, arg)
     elif op == "unlink":
         os.unlink(p)
+    elif op == "rename":
+        os.rename(p, arg)
+    elif op == "mkdir":
+        os.mkdir(p)
+    elif op == "rmdir":
+        os.rmdir(p)
+    elif op == "symlink":
+        os.symlink(arg, p)
     else:
         raise SystemExit("bad op " + op)
 for line in sys.argv[1:]:
