@@ -93,16 +93,14 @@ type Policy struct {
 // For each writable explicit root R (the primary unless the mode is
 // read-only, and every read-write additional root) and each protected entry
 // S, both the lexical path R/S and identity.TargetKey(R/S) are protected, so
-// a symlinked .git protects its physical target. When R/.git is a file
-// starting with "gitdir: X", the entries under ".git/" are also protected
-// under X (and under X's "commondir", for worktrees), and the pointer file
-// itself is protected (rule "protected:.git"): rewriting it would redirect
-// git to hooks the policy does not guard.
+// a symlinked component protects its physical target. What git executes is
+// protected by the repository rule (git.go) whatever the list says.
 //
 // Compile reads the file system (lstat, readlink, reading .git pointer
-// files); Decide never does: it uses the protected set as last computed.
-// The set follows the host: DecideAt revalidates and recomputes it (see
-// protect.go), and also matches protected objects by (dev, ino).
+// files); so do write decisions in writable roots (the repository rule's
+// lstat calls). The protected set follows the host: DecideAt revalidates
+// and recomputes it (see protect.go), and also matches protected objects
+// by (dev, ino).
 func Compile(spec Spec) (*Policy, error) {
 	return compile(spec)
 }
@@ -142,8 +140,11 @@ func (p *Policy) Mode() Mode { return p.spec.Mode }
 func (p *Policy) Writable() bool { return p.writable }
 
 // Decide answers op on physicalPath, a canonical absolute path (as
-// identity.Canonical or identity.TargetKey return). It makes no system call
-// and does not allocate.
+// identity.Canonical or identity.TargetKey return). A read, and a write the
+// area refuses, make no system call and do not allocate; a write a
+// writable explicit root allows is then asked of the repository rule
+// (git.go: lstat(2) of the path's git names and of each ancestor's .git,
+// stat(2) of the configs it consults, parsed only when they changed).
 //
 // The most specific root containing the path decides (explicit roots and temp
 // entries alike; "/" boundaries, so /a/bc is not inside /a). In order:
@@ -156,6 +157,7 @@ func (p *Policy) Writable() bool { return p.writable }
 //     "protected:<entry>"; for OpRename, OpUnlink and OpRmdir also a path
 //     that is an ancestor of a protected key (that would move the protected
 //     name away);
+//   - the repository rule (git.go): EACCES, rule "protected:git:<path>";
 //   - the matrix: allowed with rule "<area>:read-write" when the area is
 //     writable in the mode, else EROFS with rule "<area>:read-only", where
 //     <area> is primary, additional, temp or outside.

@@ -129,7 +129,7 @@ func (o Op) IsWrite() bool { return o != OpRead }
 
 // Decision is the answer to one question. Errno is 0 when Allow is true.
 // Rule names the rule that decided, e.g. "primary:read-write",
-// "protected:.git/hooks", "outside:read-only", "root:none", "device".
+// "protected:git:.git/hooks", "outside:read-only", "root:none", "device".
 type Decision struct {
 	Allow bool
 	Errno syscall.Errno

@@ -84,7 +84,7 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.StringVar(&f.session, "session", "", "session id for logs, [A-Za-z0-9._-]{1,64}")
 	fl.StringVar(&f.mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
 	fl.StringArrayVar(&f.addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
-	fl.StringArrayVar(&f.protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults "+strings.Join(policy.DefaultProtected, ", ")+" (repeatable)")
+	fl.StringArrayVar(&f.protect, "protect", nil, protectHelp)
 	fl.StringVar(&f.symlinks, "symlinks", "contain", "symlink mode: contain, follow")
 	fl.StringVar(&f.hostView, "host-view", "", "host view mountpoint, absolute (default: <mountpoint>@host)")
 	fl.StringVar(&f.policyFile, "policy", "", "policy FILE (JSON or YAML) used as the base")
