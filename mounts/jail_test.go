@@ -233,6 +233,29 @@ func TestJailRepoProtection(t *testing.T) {
 	}
 }
 
+// TestJailReadOnlyTemp: a read-only session's jail sees its temp directory
+// read-only, as its policy says (temp:read-only); a workspace-write one
+// writes it.
+func TestJailReadOnlyTemp(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	for _, c := range []struct{ id, mode, want string }{
+		{"ro", "read-only", "rc=1 bash: $TMPDIR/x: Read-only file system"},
+		{"rw", "workspace-write", "rc=0"},
+	} {
+		if r := d.wsfs(t, "session", "create", c.id, "--root", proj, "--mode", c.mode); r.code != 0 {
+			t.Fatalf("create %s: %s", c.id, r.stderr)
+		}
+		d.jailChecks(t, c.id, nil, [][2]string{
+			{"echo x > $TMPDIR/x", strings.Replace(c.want, "$TMPDIR", filepath.Join(d.stateDir, "tmp", c.id), 1)},
+			{"test -d $TMPDIR && ls -A $TMPDIR", "rc=0"},
+		})
+	}
+}
+
 // TestJailLinkedWorktree: a session rooted at a linked worktree (git
 // worktree add ../wt) with --add-root <main>/.git=rw can git add, commit
 // and branch in the jail; the main repository's hooks stay protected.
