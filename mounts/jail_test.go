@@ -256,6 +256,30 @@ func TestJailReadOnlyTemp(t *testing.T) {
 	}
 }
 
+// TestJailRelativeSocket: exec --confine --socket with a relative path (the
+// caller's cwd) runs, and the socket's directory is hidden in the jail.
+func TestJailRelativeSocket(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	if r := d.wsfs(t, "session", "create", "rs", "--root", proj); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	rel, err := filepath.Rel(filepath.Dir(dir), d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(wsfsBin, "--socket", rel, "exec", "--confine", "--session", "rs", "--", "sh", "-c", "cat f && ls -A "+filepath.Dir(d.socket))
+	cmd.Dir = filepath.Dir(dir)
+	// The socket's directory holds the root (a view), so it is shown as
+	// the way there: the socket itself is not.
+	if r := run(t, cmd); r.code != 0 || r.stdout != "fmnt\nproj\nstate\n" { // f holds "f"
+		t.Fatalf("exec --confine --socket %s: exit %d stdout %q stderr %q, want 0 and the socket hidden", rel, r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestJailLinkedWorktree: a session rooted at a linked worktree (git
 // worktree add ../wt) with --add-root <main>/.git=rw can git add, commit
 // and branch in the jail; the main repository's hooks stay protected.

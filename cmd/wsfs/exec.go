@@ -165,7 +165,15 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 			return apiFailure(cmd, err)
 		}
 	}
+	// The jail hides the socket's directory by its absolute, physical path
+	// (a relative --socket is the caller's, resolved against its cwd).
 	socketDir := filepath.Dir(c.Socket())
+	if a, err := filepath.Abs(socketDir); err == nil {
+		socketDir = a
+	}
+	if p, err := identity.Canonical(socketDir); err == nil {
+		socketDir = p
+	}
 	defer c.Close()
 
 	env := setEnv(os.Environ(), "WSFS_SESSION", id)
