@@ -517,12 +517,14 @@ func (m *mount) expect(dir *node, name string, mask uint32) {
 // deny logs and counts a refusal and returns its errno.
 func (m *mount) deny(ctx context.Context, op, p string, d policy.Decision) syscall.Errno {
 	m.stats.denied(d.Rule)
-	pid := uint32(0)
+	// The caller's credentials: on an --allow-other mount several users
+	// share it, so who was refused matters as much as which process.
+	pid, uid, gid := uint32(0), uint32(0), uint32(0)
 	if c, ok := fuse.FromContext(ctx); ok {
-		pid = c.Pid
+		pid, uid, gid = c.Pid, c.Uid, c.Gid
 	}
 	m.log.Info("denied", m.sessionAttr("op", op, "path", p, "rule", d.Rule,
-		"errno", identity.ErrnoName(d.Errno), "pid", pid)...)
+		"errno", identity.ErrnoName(d.Errno), "pid", pid, "uid", uid, "gid", gid)...)
 	return d.Errno
 }
 

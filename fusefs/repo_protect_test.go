@@ -174,3 +174,21 @@ git -C sub1 log --format=%s
 		t.Errorf(".git/refs/heads/config on the backing tree: %q (err=%v)", b, err)
 	}
 }
+
+// TestRepoProtectionEmptyDotGit: mkdir <root>/.git then rmdir works as on
+// ext4 (an empty .git holds nothing git would run); what it would hold is
+// refused while it exists.
+func TestRepoProtectionEmptyDotGit(t *testing.T) {
+	backing, mnt, _ := mountT(t)
+	got := errnoRun(t, mnt, "mkdir .git", "create .git/config", "mkdir .git/hooks", "rmdir .git", "mkdir .git", "rename .git moved", "rmdir moved")
+	want := map[string]string{"mkdir .git": "OK", "create .git/config": "EACCES", "mkdir .git/hooks": "EACCES",
+		"rmdir .git": "OK", "rename .git moved": "OK", "rmdir moved": "OK"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s, want %s", k, got[k], v)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(backing, ".git")); !os.IsNotExist(err) {
+		t.Errorf(".git on the backing tree after rmdir: err=%v", err)
+	}
+}
