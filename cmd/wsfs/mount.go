@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
@@ -155,6 +156,14 @@ type hostViewMount struct {
 // cfg.HostView for the session cfg describes. On error nothing is left.
 func mountHostView(cfg fusefs.Config, allowOther bool) (*hostViewMount, error) {
 	h := &hostViewMount{dir: cfg.HostView}
+	// A dead host view of an earlier wsfs mount of this session (killed,
+	// its mountpoint unmounted by hand) is cleared, as wsfs unmount and a
+	// restarted daemon clear theirs; a live one is left to refuse below.
+	if probeMount(cfg.HostView) == unix.ENOTCONN {
+		if err := fusefs.Unmount(cfg.HostView, false); err != nil {
+			return nil, fmt.Errorf("--host-view %s: clearing the dead host view of an earlier wsfs mount: %v", cfg.HostView, err)
+		}
+	}
 	if err := os.Mkdir(cfg.HostView, 0o755); err == nil {
 		h.created = true
 	} else if !errors.Is(err, fs.ErrExist) {
