@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wsfs/wsfs/mounts"
@@ -481,5 +482,27 @@ func TestOwnPlacesOneRule(t *testing.T) {
 	got, err := d.c.Get(ctx, "live")
 	if err != nil || len(got.Policy.Additional) != 0 || fmt.Sprint(got.Policy.Temp) != fmt.Sprint(s.Policy.Temp) {
 		t.Fatalf("after refused patches: %+v %v", got.Policy, err)
+	}
+}
+
+// TestResolveNoMagicLinks: the daemon's cd and resolve never walk /proc's
+// magic links (/proc/self/cwd would be the daemon's own directory): a
+// path into a pseudo file system the host view does not enter is EACCES.
+func TestResolveNoMagicLinks(t *testing.T) {
+	dir := canon(t, newDaemonDir(t))
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	ctx := context.Background()
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "pm", Root: proj}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/proc/self/cwd", "/proc/1/root", "/sys/kernel"} {
+		r := d.wsfs(t, "session", "resolve", "pm", p)
+		if r.code != 1 || strings.Contains(r.stdout, dir) || !strings.Contains(r.stderr, "permission denied") {
+			t.Errorf("session resolve %s: exit %d stdout %q stderr %q, want exit 1, permission denied", p, r.code, r.stdout, r.stderr)
+		}
+		_, err := d.c.Chdir(ctx, "pm", p)
+		wantErrno(t, "cd "+p, err, syscall.EACCES)
 	}
 }
