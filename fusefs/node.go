@@ -779,7 +779,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	m := n.m
 	m.stats.op(opReadlink)
 	if n.linkText != "" {
-		return []byte(n.linkText), 0
+		return linkReply(n.linkText)
 	}
 	if errno := n.checkHostRead(ctx, "readlink"); errno != 0 {
 		return nil, errno
@@ -790,5 +790,20 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 	m.policy().ObserveLink(n.where(), text) // the kernel is about to follow it
 	shown, _ := m.present(filepath.Dir(n.where()), text)
-	return []byte(shown), 0
+	return linkReply(shown)
+}
+
+// maxLinkText is the longest READLINK reply the kernel takes: it reads the
+// reply into one page and refuses one of PAGE_SIZE bytes or more with EIO
+// (fs/fuse/dir.c, fuse_readlink_page); PATH_MAX - 1 on every page size.
+const maxLinkText = unix.PathMax - 1
+
+// linkReply is READLINK's answer for the presented text: ENAMETOOLONG when
+// it is longer than the kernel takes (a long escaping target behind the
+// host view's prefix), so cp -a and readlink report a clear errno, not EIO.
+func linkReply(text string) ([]byte, syscall.Errno) {
+	if len(text) > maxLinkText {
+		return nil, syscall.ENAMETOOLONG
+	}
+	return []byte(text), 0
 }

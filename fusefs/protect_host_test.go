@@ -15,7 +15,7 @@ import (
 // errnoChild runs "op path [arg]" lines (argv[1:]) in the child's cwd and
 // prints "op path: ERRNAME" (OK on success) per line. Ops: append, create
 // (O_TRUNC, mode 755), chmod MODE, read, link NEW, unlink, rename NEW,
-// mkdir, rmdir, symlink TEXT.
+// mkdir, rmdir, symlink TEXT, readlink.
 const errnoChild = `
 import os, sys, errno
 def run(op, p, arg):
@@ -39,6 +39,8 @@ def run(op, p, arg):
         os.rmdir(p)
     elif op == "symlink":
         os.symlink(arg, p)
+    elif op == "readlink":
+        os.readlink(p)
     else:
         raise SystemExit("bad op " + op)
 for line in sys.argv[1:]:
