@@ -506,3 +506,31 @@ func TestResolveNoMagicLinks(t *testing.T) {
 		wantErrno(t, "cd "+p, err, syscall.EACCES)
 	}
 }
+
+// TestPolicyLimits: a request over the policy's limits is a 400 naming the
+// field and the limit, at create and at PATCH (100,000 protected subpaths,
+// about 1 MB), and the policy in force stays.
+func TestPolicyLimits(t *testing.T) {
+	dir := canon(t, newDaemonDir(t))
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	if _, err := d.c.Create(context.Background(), api.CreateRequest{ID: "lim", Root: proj}); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := 0; i < 100000; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"p%d"`, i)
+	}
+	d.apiError(t, "PATCH", "/v1/sessions/lim/policy", `{"protected":[`+b.String()+`]}`, 400, mounts.CodeInvalid,
+		`session "lim": policy: protected: 100000 entries, at most 1024`)
+	d.apiError(t, "POST", "/v1/sessions", `{"id":"lim2","root":"`+proj+`","policy":{"temp":[`+strings.Repeat(`"/tmp",`, 64)+`"/tmp"]}}`, 400, mounts.CodeInvalid,
+		`session "lim2": policy: temp: 65 entries, at most 64`)
+	s, err := d.c.Get(context.Background(), "lim")
+	if err != nil || len(s.Policy.Protected) != 0 {
+		t.Fatalf("after a refused patch: %+v %v", s.Policy, err)
+	}
+}

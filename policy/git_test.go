@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -106,4 +108,39 @@ func TestGitConfigNames(t *testing.T) {
 	runChecks(t, p, root, []check{
 		{OpCreate, "proj/real-hooks/pre-commit", deny(syscall.EACCES, "protected:git:real-hooks")},
 	})
+}
+
+// TestLimits: a spec over a limit is refused first, naming the field and
+// the limit; one at the limits compiles.
+func TestLimits(t *testing.T) {
+	root := tree(t, "proj/")
+	proj := root + "/proj"
+	many := func(n int, f func(int) string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = f(i)
+		}
+		return out
+	}
+	sub := func(i int) string { return fmt.Sprintf("d%d/x", i) }
+	for _, c := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Primary: proj, Protected: many(MaxProtected+1, sub)}, "policy: protected: 1025 entries, at most 1024"},
+		{Spec{Primary: proj, Protected: many(100000, sub)}, "policy: protected: 100000 entries, at most 1024"},
+		{Spec{Primary: proj, Temp: many(MaxTemp+1, func(i int) string { return "/tmp" })}, "policy: temp: 65 entries, at most 64"},
+		{Spec{Primary: proj, Additional: make([]Root, MaxAdditional+1)}, "policy: additional: 257 entries, at most 256"},
+		{Spec{Primary: proj, Protected: []string{strings.Repeat("a", 4096)}}, "policy: protected[0]: 4096 bytes, at most 4095"},
+	} {
+		_, err := Compile(c.spec)
+		require.Error(t, err)
+		assert.Equal(t, c.want, err.Error())
+	}
+	p, err := Compile(Spec{Primary: proj, Temp: []string{}, Protected: many(MaxProtected, sub)})
+	require.NoError(t, err)
+	assert.Len(t, p.Spec().Protected, MaxProtected)
+	// A patch of many entries merges in linear time, and Compile refuses it.
+	big := Spec{Primary: proj}.Apply(Patch{Protected: many(100000, sub)})
+	assert.Len(t, big.Protected, 100000)
 }
