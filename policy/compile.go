@@ -78,7 +78,7 @@ const (
 // the field and the limit.
 func checkLimits(in Spec) error {
 	for _, f := range []struct {
-		name string
+		name   string
 		n, max int
 	}{{"additional", len(in.Additional), MaxAdditional}, {"temp", len(in.Temp), MaxTemp}, {"protected", len(in.Protected), MaxProtected}} {
 		if f.n > f.max {
