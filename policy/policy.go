@@ -116,11 +116,12 @@ func (p *Policy) Spec() Spec {
 	return s
 }
 
-// ProtectedPaths returns the physical paths the policy protects (the
-// lexical spelling and the target key of each protected subpath of each
-// writable root, gitdir targets included), in no particular order. A jail
-// that binds a writable root directly (not through a mount that asks the
-// policy) binds these read-only. The slice is a copy.
+// ProtectedPaths returns the physical paths the protected list protects
+// (the lexical spelling and the target key of each protected subpath of
+// each writable root), in no particular order. git's names are not among
+// them: the repository rule (git.go) decides them at each write, by path,
+// so a root is only ever made writable through a mount that asks the
+// policy. The slice is a copy.
 func (p *Policy) ProtectedPaths() []string {
 	gs := p.refresh()
 	out := make([]string, 0, len(gs.guards))
