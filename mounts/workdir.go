@@ -75,10 +75,12 @@ func (m *Manager) walker(v sessionView, cwd string) identity.Walker {
 			if _, ok := m.servedMount(p); ok || m.viewDirOf(p) != "" {
 				return "", false, syscall.EACCES // another session's mount, a host view, a jail view
 			}
-			// A pseudo file system the host view never enters (proc,
-			// sysfs, ...): its magic links (/proc/self/cwd) would name the
-			// daemon's own places, not the session's.
-			if _, _, refused, err := fusefs.RefusedMount(p); err != nil || refused {
+			// Inside a pseudo file system the host view never enters
+			// (proc, sysfs, ...): its magic links (/proc/self/cwd) would
+			// name the daemon's own places, not the session's. Its mount
+			// point itself is looked at (the host view's rule refuses it
+			// with its name).
+			if mp, _, refused, err := fusefs.RefusedMount(p); err != nil || (refused && p != mp) {
 				return "", false, syscall.EACCES
 			}
 			return "", false, nil
