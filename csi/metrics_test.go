@@ -44,7 +44,7 @@ func TestMetrics(t *testing.T) {
 	text := string(body)
 	for _, want := range []string{
 		`wsfs_sessions{state="mounted"} 1`,
-		`wsfs_policy_denials_total{session="vol-m",rule="protected:.git/config"} 1`,
+		`wsfs_policy_denials_total{session="vol-m",rule="protected:git:.git/config"} 1`,
 		"wsfs_csi_volumes 1",
 		"wsfs_csi_ready 1",
 		`wsfs_csi_calls_total{method="NodePublishVolume",code="OK"} 1`,

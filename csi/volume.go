@@ -28,8 +28,8 @@ const (
 	// KeyAddRoots is a comma-separated list of additional roots
 	// PATH=ro|rw|none, each under an allowed root.
 	KeyAddRoots = "addRoots"
-	// KeyProtect is a comma-separated list of subpaths protected in
-	// addition to policy.DefaultProtected.
+	// KeyProtect is a comma-separated list of subpaths protected (git's
+	// names are the repository rule's, whatever the list).
 	KeyProtect = "protect"
 	// KeySymlinks is the symlink mode (fusefs.ParseSymlinkMode); default
 	// contain.

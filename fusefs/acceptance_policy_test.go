@@ -314,7 +314,11 @@ func TestPolicyProtectedGit(t *testing.T) {
 		{"rename evil over .git/hooks/pre-commit (protected target)", func() error { return syscall.Rename(h("evil"), h(".git/hooks/pre-commit")) }, syscall.EACCES},
 		{"rename .git/hooks/pre-commit away (protected source)", func() error { return syscall.Rename(h(".git/hooks/pre-commit"), h("stolen-hook")) }, syscall.EACCES},
 		{"rename .git/hooks away", func() error { return syscall.Rename(h(".git/hooks"), h(".git/hooks-old")) }, syscall.EACCES},
-		{"rename .git away (ancestor of protected)", func() error { return syscall.Rename(h(".git"), h("git-old")) }, syscall.EACCES},
+		// Moving the git directory protects nothing away: it keeps its
+		// HEAD, so its names keep their rule; and back onto .git.
+		{"rename .git away (a git directory wherever it is)", func() error { return syscall.Rename(h(".git"), h("git-old")) }, 0},
+		{"write git-old/config (still a git directory)", openErr(h("git-old/config"), syscall.O_WRONLY, 0), syscall.EACCES},
+		{"rename git-old back onto .git", func() error { return syscall.Rename(h("git-old"), h(".git")) }, 0},
 		{"rmdir-replace: rename evil-dir over .git/hooks", func() error { return syscall.Rename(h("evildir"), h(".git/hooks")) }, syscall.EACCES},
 		{"link evil -> .git/hooks/pre-push (protected new name)", func() error { return syscall.Link(h("evil"), h(".git/hooks/pre-push")) }, syscall.EACCES},
 		{"link .git/hooks/pre-commit -> hardhook (protected source)", func() error { return syscall.Link(h(".git/hooks/pre-commit"), h("hardhook")) }, syscall.EACCES},

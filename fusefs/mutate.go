@@ -18,6 +18,7 @@ import (
 // symlink.
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	defer policy.SerializeNames(name)() // decision and call, one step (git.go)
 	n.m.stats.op(opCreate)
 	p, errno := n.checkChild(ctx, policy.OpCreate, "create", name)
 	if errno != 0 {
@@ -102,6 +103,7 @@ func (n *node) lookupNew(ctx context.Context, name, p string, out *fuse.EntryOut
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer policy.SerializeNames(name)() // decision and call, one step (git.go)
 	n.m.stats.op(opMkdir)
 	p, errno := n.checkChild(ctx, policy.OpMkdir, "mkdir", name)
 	if errno != 0 {
@@ -114,6 +116,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer policy.SerializeNames(name)() // decision and call, one step (git.go)
 	n.m.stats.op(opMknod)
 	op := policy.OpMknod
 	if t := mode & syscall.S_IFMT; t == syscall.S_IFCHR || t == syscall.S_IFBLK {
@@ -134,6 +137,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 // decided where it lands. A text naming a host-view path is stored with the
 // physical path.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer policy.SerializeNames(name)() // decision and call, one step (git.go)
 	m := n.m
 	m.stats.op(opSymlink)
 	p, errno := n.checkChild(ctx, policy.OpSymlink, "symlink", name)
@@ -147,6 +151,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer policy.SerializeNames(name)() // decision and call, one step (git.go)
 	m := n.m
 	m.stats.op(opLink)
 	src, ok := target.(*node)
@@ -181,6 +186,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	defer policy.SerializeNames(name)() // decision and call, one step (git.go)
 	n.m.stats.op(opUnlink)
 	if _, errno := n.checkChild(ctx, policy.OpUnlink, "unlink", name); errno != 0 {
 		return errno
@@ -189,6 +195,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	defer policy.SerializeNames(name)() // decision and call, one step (git.go)
 	n.m.stats.op(opRmdir)
 	if _, errno := n.checkChild(ctx, policy.OpRmdir, "rmdir", name); errno != 0 {
 		return errno
@@ -197,6 +204,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	defer policy.SerializeNames(name, newName)() // decision and call, one step (git.go)
 	m := n.m
 	m.stats.op(opRename)
 	np, ok := newParent.(*node)
@@ -206,9 +214,16 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	n.ensureWatched()
 	np.ensureWatched()
 	src, dst := join(n.where(), name), join(np.where(), newName)
-	if d := m.decidePair(false, src, dst, policy.Object{Dir: n.fileID(), Name: name},
-		policy.Object{Dir: np.fileID(), Name: newName}); !d.Allow {
+	so, do := policy.Object{Dir: n.fileID(), Name: name}, policy.Object{Dir: np.fileID(), Name: newName}
+	if d := m.decidePair(false, src, dst, so, do); !d.Allow {
 		return m.deny(ctx, "rename", src+" -> "+dst, d)
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		// An exchange is two moves: the destination's object lands at
+		// the source's name, decided as its own rename.
+		if d := m.decidePair(false, dst, src, do, so); !d.Allow {
+			return m.deny(ctx, "rename", dst+" -> "+src, d)
+		}
 	}
 	if flags&unix.RENAME_WHITEOUT != 0 {
 		// The whiteout left at the source is a 0:0 character device

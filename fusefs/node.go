@@ -534,12 +534,14 @@ func (m *mount) expect(dir *node, name string, mask uint32) {
 // deny logs and counts a refusal and returns its errno.
 func (m *mount) deny(ctx context.Context, op, p string, d policy.Decision) syscall.Errno {
 	m.stats.denied(d.Rule)
-	pid := uint32(0)
+	// The caller's credentials: on an --allow-other mount several users
+	// share it, so who was refused matters as much as which process.
+	pid, uid, gid := uint32(0), uint32(0), uint32(0)
 	if c, ok := fuse.FromContext(ctx); ok {
-		pid = c.Pid
+		pid, uid, gid = c.Pid, c.Uid, c.Gid
 	}
 	m.log.Info("denied", m.sessionAttr("op", op, "path", p, "rule", d.Rule,
-		"errno", identity.ErrnoName(d.Errno), "pid", pid)...)
+		"errno", identity.ErrnoName(d.Errno), "pid", pid, "uid", uid, "gid", gid)...)
 	return d.Errno
 }
 
@@ -794,7 +796,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	m := n.m
 	m.stats.op(opReadlink)
 	if n.linkText != "" {
-		return []byte(n.linkText), 0
+		return linkReply(n.linkText)
 	}
 	if errno := n.checkHostRead(ctx, "readlink"); errno != 0 {
 		return nil, errno
@@ -805,5 +807,20 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 	m.policy().ObserveLink(n.where(), text) // the kernel is about to follow it
 	shown, _ := m.present(filepath.Dir(n.where()), text)
-	return []byte(shown), 0
+	return linkReply(shown)
+}
+
+// maxLinkText is the longest READLINK reply the kernel takes: it reads the
+// reply into one page and refuses one of PAGE_SIZE bytes or more with EIO
+// (fs/fuse/dir.c, fuse_readlink_page); PATH_MAX - 1 on every page size.
+const maxLinkText = unix.PathMax - 1
+
+// linkReply is READLINK's answer for the presented text: ENAMETOOLONG when
+// it is longer than the kernel takes (a long escaping target behind the
+// host view's prefix), so cp -a and readlink report a clear errno, not EIO.
+func linkReply(text string) ([]byte, syscall.Errno) {
+	if len(text) > maxLinkText {
+		return nil, syscall.ENAMETOOLONG
+	}
+	return []byte(text), 0
 }

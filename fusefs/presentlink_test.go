@@ -3,6 +3,7 @@ package fusefs_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -101,5 +102,23 @@ func TestLinkToInRootLinkKeepsText(t *testing.T) {
 		if err != nil || string(data) != "#!interp\n" {
 			t.Errorf("read through mnt/%s = %q, %v; want the outside file's content", name, data, err)
 		}
+	}
+}
+
+// TestPresentLongText: an escaping link whose presented text (the host
+// view's prefix and the target's key) would exceed 4095 bytes answers
+// READLINK with ENAMETOOLONG, never EIO; a shorter one reads.
+func TestPresentLongText(t *testing.T) {
+	long := "/wsfs-no-such-dir"
+	for len(long) < 4000 {
+		long += "/" + strings.Repeat("d", 200)
+	}
+	_, mnt, _ := mountT(t, withPopulate(func(t *testing.T, b string) {
+		symlinkT(t, long, filepath.Join(b, "long"))
+		symlinkT(t, "/wsfs-no-such-dir/short", filepath.Join(b, "short"))
+	}))
+	got := errnoRun(t, mnt, "readlink long", "readlink short")
+	if got["readlink long"] != "ENAMETOOLONG" || got["readlink short"] != "OK" {
+		t.Errorf("readlink: %v, want long ENAMETOOLONG and short OK", got)
 	}
 }

@@ -13,7 +13,9 @@ import (
 )
 
 // errnoChild runs "op path [arg]" lines (argv[1:]) in the child's cwd and
-// prints "op path: ERRNAME" (OK on success) per line.
+// prints "op path: ERRNAME" (OK on success) per line. Ops: append, create
+// (O_TRUNC, mode 755), chmod MODE, read, link NEW, unlink, rename NEW,
+// mkdir, rmdir, symlink TEXT, readlink.
 const errnoChild = `
 import os, sys, errno
 def run(op, p, arg):
@@ -29,6 +31,16 @@ def run(op, p, arg):
         os.link(p, arg)
     elif op == "unlink":
         os.unlink(p)
+    elif op == "rename":
+        os.rename(p, arg)
+    elif op == "mkdir":
+        os.mkdir(p)
+    elif op == "rmdir":
+        os.rmdir(p)
+    elif op == "symlink":
+        os.symlink(arg, p)
+    elif op == "readlink":
+        os.readlink(p)
     else:
         raise SystemExit("bad op " + op)
 for line in sys.argv[1:]:
@@ -135,8 +147,10 @@ for k in sorted(res):
 // decoy inside the root, then to one outside it) and back, as fast as it
 // can, while a child process writes .git/hooks/x and appends to .git/config
 // through the mount for ~5 s. No write lands in a protected place (the real
-// hooks and config wherever they are, the decoys' hooks and config, which
-// are live while .git points at them) or outside the root.
+// hooks and config wherever they are, the decoys' hooks and config: each
+// decoy holds HEAD, so git would take it as the gitdir while .git points at
+// it, and the repository rule protects it wherever it is) or outside the
+// root.
 func TestRaceSwapGitForSymlink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("race test: skipped with -short")
@@ -145,6 +159,7 @@ func TestRaceSwapGitForSymlink(t *testing.T) {
 	outside := canonT(t, t.TempDir())
 	mkdirT(t, filepath.Join(outside, "hooks"), 0o755)
 	writeFileT(t, filepath.Join(outside, "config"), "outside config\n", 0o644)
+	writeFileT(t, filepath.Join(outside, "HEAD"), "ref: refs/heads/main\n", 0o644)
 	outBefore := treeSnapshot(t, outside)
 	backing, mnt, _ := mountT(t, withPopulate(func(t *testing.T, b string) {
 		mkdirT(t, filepath.Join(b, ".git/hooks"), 0o755)
@@ -152,6 +167,7 @@ func TestRaceSwapGitForSymlink(t *testing.T) {
 		writeFileT(t, filepath.Join(b, ".git/config"), "[core]\n", 0o644)
 		mkdirT(t, filepath.Join(b, "decoy/hooks"), 0o755)
 		writeFileT(t, filepath.Join(b, "decoy/config"), "decoy config\n", 0o644)
+		writeFileT(t, filepath.Join(b, "decoy/HEAD"), "ref: refs/heads/main\n", 0o644)
 	}))
 	git, real := filepath.Join(backing, ".git"), filepath.Join(backing, ".git.real")
 	gitBefore := treeSnapshot(t, git)

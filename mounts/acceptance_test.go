@@ -330,7 +330,7 @@ func TestPolicyLiveAndMetrics(t *testing.T) {
 	for _, line := range []string{
 		`wsfs_sessions{state="mounted"} 1`,
 		`wsfs_sessions{state="failed"} 0`,
-		`wsfs_policy_denials_total{session="pl",rule="protected:.git/hooks"} 1`,
+		`wsfs_policy_denials_total{session="pl",rule="protected:git:.git/hooks"} 1`,
 		`wsfs_policy_denials_total{session="pl",rule="primary:read-only"} 1`,
 		`wsfs_api_requests_total{route="/v1/sessions/{id}/policy",method="PUT",code="200"} 1`,
 		`wsfs_api_requests_total{route="/v1/sessions/{id}/policy",method="PUT",code="400"} 1`,

@@ -34,16 +34,17 @@ func TestAllowWriteHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	hides := " which the session's host view hides (a jail may not write there)\n"
+	own := "; a session may not reach the daemon's own files\n"
 	for _, c := range []struct{ w, why string }{
-		{filepath.Join(d.stateDir, "sessions"), "lies in " + d.stateDir + ","},
-		{d.stateDir, "lies in " + d.stateDir + ","},
-		{secret, "lies in " + secret + ","},
-		{filepath.Dir(omp), "contains " + omp + ","},
-		{d.mountBase, "contains " + filepath.Join(d.mountBase, "s") + ","},
+		{filepath.Join(d.stateDir, "sessions"), " is inside the daemon's state directory " + d.stateDir + own},
+		{d.stateDir, " is the daemon's state directory " + d.stateDir + own},
+		{secret, ": lies in " + secret + "," + hides},
+		{filepath.Dir(omp), ": contains " + omp + "," + hides},
+		{d.mountBase, " is the daemon's mount base " + d.mountBase + own},
 	} {
 		r := d.wsfs(t, "session", "create", "c", "--root", proj, "--allow-write", c.w,
 			"--add-root", secret+"=none")
-		if want := `wsfs: session "c": --allow-write "` + c.w + `": ` + c.why + hides; r.code != 2 || r.stderr != want {
+		if want := `wsfs: session "c": --allow-write "` + c.w + `"` + c.why; r.code != 2 || r.stderr != want {
 			t.Errorf("create --allow-write %s: exit %d stderr %q, want 2 %q", c.w, r.code, r.stderr, want)
 		}
 	}

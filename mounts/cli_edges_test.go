@@ -33,7 +33,7 @@ func TestCLISessionEdges(t *testing.T) {
 	r = d.wsfs(t, "session", "create", "s2", "--root", root, "--json")
 	var s api.Session
 	if err := json.Unmarshal([]byte(r.stdout), &s); r.code != 0 || err != nil || s.ID != "s2" ||
-		len(s.Policy.Protected) != 4 || s.Policy.Mode != api.ModeWorkspaceWrite || s.Policy.Temp == nil {
+		len(s.Policy.Protected) != 0 || s.Policy.Mode != api.ModeWorkspaceWrite || s.Policy.Temp == nil {
 		t.Fatalf("session create --json: exit %d stdout %q (%v)", r.code, r.stdout, err)
 	}
 

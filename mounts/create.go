@@ -205,7 +205,7 @@ func (c *creation) compile(ctx context.Context) error {
 		// the parent's to grant; the host's default temp area is.
 		ps.Temp = []string{}
 	}
-	c.pspec, c.pol, err = compilePolicy(c.id, c.root, ps)
+	c.pspec, c.pol, err = c.m.compilePolicy(c.id, c.root, ps, "")
 	if err != nil {
 		return err
 	}
@@ -220,6 +220,9 @@ func (c *creation) compile(ctx context.Context) error {
 			return errorf(CodeInvalid, "session %q: allow_write %q: the whole file system cannot be writable", c.id, w)
 		case identity.Within(cw, c.root) || identity.Within(c.root, cw):
 			return errorf(CodeInvalid, "session %q: allow_write %q: overlaps the root %s (writes there are the mount's to decide)", c.id, w, c.root)
+		}
+		if err := c.m.checkOwn(c.id, "allow_write", w, cw, ""); err != nil {
+			return err
 		}
 		if fi, err := os.Stat(cw); err != nil || !fi.IsDir() {
 			return errorf(CodeInvalid, "session %q: allow_write %q: not a directory", c.id, w)
@@ -291,8 +294,9 @@ func (c *creation) reserveMountpoint(ctx context.Context) error {
 		return errorf(CodeInvalid, "session %q: mountpoint %q is inside the root %s (the mount would contain itself)", id, mp, root)
 	case identity.Within(root, key):
 		return errorf(CodeInvalid, "session %q: mountpoint %q contains the root %s", id, mp, root)
-	case identity.Within(key, m.stateDir) || identity.Within(m.stateDir, key):
-		return errorf(CodeInvalid, "session %q: mountpoint %q overlaps the state directory %s", id, mp, m.stateDir)
+	}
+	if err := m.checkOwn(id, "mountpoint", mp, key, m.mountBase); err != nil {
+		return err
 	}
 	if err := m.checkNotInMount(id, key); err != nil {
 		return err
@@ -404,7 +408,7 @@ func (c *creation) mount(ctx context.Context) error {
 		ps := c.spec.Policy
 		ps.Temp = []string{c.tmpDir}
 		var err error
-		if c.pspec, c.pol, err = compilePolicy(id, root, ps); err != nil {
+		if c.pspec, c.pol, err = m.compilePolicy(id, root, ps, c.tmpDir); err != nil {
 			return err
 		}
 	}

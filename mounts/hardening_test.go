@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wsfs/wsfs/mounts"
@@ -134,8 +135,8 @@ func TestNestingRefused(t *testing.T) {
 		}
 	}
 	const (
-		stateRule = "; a session may not serve the daemon's state"
-		baseRule  = "; a session may not serve the daemon's mounts"
+		stateRule = "; a session may not reach the daemon's own files"
+		baseRule  = stateRule
 		mountRule = "; a session may not serve another session's mount"
 		shadow    = "; the mount would shadow part of that session's project"
 	)
@@ -145,13 +146,13 @@ func TestNestingRefused(t *testing.T) {
 		msg        string
 		wantStatus int
 	}{
-		{"root is the state dir", state, free, `root "` + state + `" is the state directory ` + state + stateRule, 400},
-		{"root inside the state dir", state + "/sessions", free, `root "` + state + `/sessions" is inside the state directory ` + state + stateRule, 400},
-		{"root contains the state dir", dir + "/s", free, `root "` + dir + `/s" contains the state directory ` + state + stateRule, 400},
-		{"root is the mount base", base, free, `root "` + base + `" is the mount base ` + base + baseRule, 400},
-		{"root inside a mount in the mount base", base + "/taken/sub", free, `root "` + base + `/taken/sub" is inside the mount base ` + base + baseRule, 400},
-		{"root contains the mount base", dir + "/m", free, `root "` + dir + `/m" contains the mount base ` + base + baseRule, 400},
-		{"root links to the mount base", dir + "/lnk", free, `root "` + dir + `/lnk" (physical ` + base + `) is the mount base ` + base + baseRule, 400},
+		{"root is the state dir", state, free, `root "` + state + `" is the daemon's state directory ` + state + stateRule, 400},
+		{"root inside the state dir", state + "/sessions", free, `root "` + state + `/sessions" is inside the daemon's state directory ` + state + stateRule, 400},
+		{"root contains the state dir", dir + "/s", free, `root "` + dir + `/s" contains the daemon's state directory ` + state + stateRule, 400},
+		{"root is the mount base", base, free, `root "` + base + `" is the daemon's mount base ` + base + baseRule, 400},
+		{"root inside a mount in the mount base", base + "/taken/sub", free, `root "` + base + `/taken/sub" is inside the daemon's mount base ` + base + baseRule, 400},
+		{"root contains the mount base", dir + "/m", free, `root "` + dir + `/m" contains the daemon's mount base ` + base + baseRule, 400},
+		{"root links to the mount base", dir + "/lnk", free, `root "` + dir + `/lnk" (physical ` + base + `) is the daemon's mount base ` + base + baseRule, 400},
 		{"root is another mountpoint", extMp, free, `root "` + extMp + `" is session "ext"'s mountpoint ` + extMp + mountRule, 400},
 		{"root inside another mount", extMp + "/x", free, `root "` + extMp + `/x" is inside session "ext"'s mountpoint ` + extMp + mountRule, 400},
 		{"root contains another mountpoint", dir + "/xm", free, `root "` + dir + `/xm" contains session "ext"'s mountpoint ` + extMp + mountRule, 400},
@@ -168,7 +169,7 @@ func TestNestingRefused(t *testing.T) {
 	}
 	body, _ := json.Marshal(api.CreateRequest{ID: "n", Root: state, Mountpoint: free})
 	d.apiError(t, "POST", "/v1/sessions", string(body), 400, mounts.CodeInvalid,
-		`session "n": root "`+state+`" is the state directory `+state+stateRule)
+		`session "n": root "`+state+`" is the daemon's state directory `+state+stateRule)
 	nothingNew("api")
 
 	// Overlapping project roots stay legitimate.
@@ -425,5 +426,111 @@ func TestRootReplacedOnHost(t *testing.T) {
 	}
 	if status, body := d.rawRequest(t, http.MethodDelete, "/v1/sessions/sw", nil); status != 204 {
 		t.Fatalf("delete: %d %s", status, body)
+	}
+}
+
+// TestOwnPlacesOneRule: every path a request names — an additional root, a
+// temp entry, allow_write, the mountpoint, the cwd, the root — is refused
+// at, inside or (but the cwd) over the daemon's own places with one
+// sentence, at create and in a live policy's PATCH and PUT; the session's
+// own temp directory (in the state directory) stays its temp area.
+func TestOwnPlacesOneRule(t *testing.T) {
+	dir := canon(t, newDaemonDir(t))
+	d := startDaemon(t, dir)
+	state, base := filepath.Join(dir, "state"), filepath.Join(dir, "mnt")
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	own := "; a session may not reach the daemon's own files"
+	for _, tc := range []struct{ name, body, msg string }{
+		{"additional root is the state dir", `"policy":{"additional":[{"path":"` + state + `","access":"read-write"}]}`,
+			`additional[0].path "` + state + `" is the daemon's state directory ` + state + own},
+		{"read-only additional root inside the state dir", `"policy":{"additional":[{"path":"` + state + `/sessions","access":"read-only"}]}`,
+			`additional[0].path "` + state + `/sessions" is inside the daemon's state directory ` + state + own},
+		{"additional root over the mount base", `"policy":{"additional":[{"path":"` + dir + `/mnt","access":"read-write"}]}`,
+			`additional[0].path "` + base + `" is the daemon's mount base ` + base + own},
+		{"temp entry is the state dir", `"policy":{"temp":["` + state + `"]}`,
+			`temp[0] "` + state + `" is the daemon's state directory ` + state + own},
+		{"temp entry inside the state dir", `"policy":{"temp":["` + state + `/tmp"]}`,
+			`temp[0] "` + state + `/tmp" is inside the daemon's state directory ` + state + own},
+		{"allow_write is the state dir", `"allow_write":["` + state + `"]`,
+			`allow_write "` + state + `" is the daemon's state directory ` + state + own},
+		{"mountpoint inside the state dir", `"mountpoint":"` + state + `/mp"`,
+			`mountpoint "` + state + `/mp" is inside the daemon's state directory ` + state + own},
+		{"mountpoint is the mount base", `"mountpoint":"` + base + `"`,
+			`mountpoint "` + base + `" is the daemon's mount base ` + base + own},
+		{"cwd inside the state dir", `"cwd":"` + state + `/sessions"`,
+			`start directory: "` + state + `/sessions" (physical ` + state + `/sessions) is inside the daemon's state directory ` + state + own + ` (rule hostview:hidden)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.apiError(t, "POST", "/v1/sessions", `{"id":"a","root":"`+proj+`",`+tc.body+`}`, 400, mounts.CodeInvalid, `session "a": `+tc.msg)
+		})
+	}
+	// A live session: its own temp directory is its temp area; PATCH and
+	// PUT naming an own place are refused and leave the policy in force.
+	ctx := context.Background()
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "live", Root: proj})
+	if err != nil || len(s.Policy.Temp) != 1 || !strings.HasPrefix(s.Policy.Temp[0], state+"/") {
+		t.Fatalf("create live: %+v %v", s, err)
+	}
+	d.apiError(t, "PATCH", "/v1/sessions/live/policy", `{"additional":[{"path":"`+state+`","access":"read-write"}]}`, 400, mounts.CodeInvalid,
+		`session "live": additional[0].path "`+state+`" is the daemon's state directory `+state+own)
+	d.apiError(t, "PUT", "/v1/sessions/live/policy", `{"temp":["`+state+`/sessions"]}`, 400, mounts.CodeInvalid,
+		`session "live": temp[0] "`+state+`/sessions" is inside the daemon's state directory `+state+own)
+	if _, err := d.c.PatchPolicy(ctx, "live", api.PolicyPatch{Protected: []string{".env"}}); err != nil {
+		t.Fatalf("a patch keeping the own temp directory: %v", err)
+	}
+	got, err := d.c.Get(ctx, "live")
+	if err != nil || len(got.Policy.Additional) != 0 || fmt.Sprint(got.Policy.Temp) != fmt.Sprint(s.Policy.Temp) {
+		t.Fatalf("after refused patches: %+v %v", got.Policy, err)
+	}
+}
+
+// TestResolveNoMagicLinks: the daemon's cd and resolve never walk /proc's
+// magic links (/proc/self/cwd would be the daemon's own directory): a
+// path into a pseudo file system the host view does not enter is EACCES.
+func TestResolveNoMagicLinks(t *testing.T) {
+	dir := canon(t, newDaemonDir(t))
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	ctx := context.Background()
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "pm", Root: proj}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/proc/self/cwd", "/proc/1/root", "/sys/kernel"} {
+		r := d.wsfs(t, "session", "resolve", "pm", p)
+		if r.code != 1 || strings.Contains(r.stdout, dir) || !strings.Contains(r.stderr, "permission denied") {
+			t.Errorf("session resolve %s: exit %d stdout %q stderr %q, want exit 1, permission denied", p, r.code, r.stdout, r.stderr)
+		}
+		_, err := d.c.Chdir(ctx, "pm", p)
+		wantErrno(t, "cd "+p, err, syscall.EACCES)
+	}
+}
+
+// TestPolicyLimits: a request over the policy's limits is a 400 naming the
+// field and the limit, at create and at PATCH (100,000 protected subpaths,
+// about 1 MB), and the policy in force stays.
+func TestPolicyLimits(t *testing.T) {
+	dir := canon(t, newDaemonDir(t))
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	if _, err := d.c.Create(context.Background(), api.CreateRequest{ID: "lim", Root: proj}); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := 0; i < 100000; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"p%d"`, i)
+	}
+	d.apiError(t, "PATCH", "/v1/sessions/lim/policy", `{"protected":[`+b.String()+`]}`, 400, mounts.CodeInvalid,
+		`session "lim": policy: protected: 100000 entries, at most 1024`)
+	d.apiError(t, "POST", "/v1/sessions", `{"id":"lim2","root":"`+proj+`","policy":{"temp":[`+strings.Repeat(`"/tmp",`, 64)+`"/tmp"]}}`, 400, mounts.CodeInvalid,
+		`session "lim2": policy: temp: 65 entries, at most 64`)
+	s, err := d.c.Get(context.Background(), "lim")
+	if err != nil || len(s.Policy.Protected) != 0 {
+		t.Fatalf("after a refused patch: %+v %v", s.Policy, err)
 	}
 }

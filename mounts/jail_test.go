@@ -190,6 +190,96 @@ func TestJailGitAndRenames(t *testing.T) {
 	}
 }
 
+// TestJailRepoProtection: inside exec --confine, a nested repository's
+// config and hooks, the hooks directory core.hooksPath names and git init
+// are refused (EACCES from the mount's repository rule), and the user's
+// native git afterwards runs no marker; git in the top-level repository
+// still commits.
+func TestJailRepoProtection(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	proj, markers := filepath.Join(dir, "proj"), filepath.Join(dir, "markers")
+	mkTree(t, proj, "f", ".husky/", "a/b/")
+	mkTree(t, dir, "markers/")
+	gitT(t, proj, "init", "-q", "-b", "main")
+	gitT(t, proj, "config", "core.hooksPath", ".husky")
+	gitT(t, proj, "init", "-q", "-b", "main", "sub")
+	gitT(t, proj, "init", "-q", "-b", "main", "a/b/sub3")
+	gitT(t, proj, "add", "f")
+	gitT(t, proj, "commit", "-qm", "init")
+	if r := d.wsfs(t, "session", "create", "rp", "--root", proj); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	fsm := func(name string) string { return `printf '[core]\n\tfsmonitor = touch ` + markers + "/" + name + `\n'` }
+	hook := func(name string) string { return `printf '#!/bin/sh\ntouch ` + markers + "/" + name + `\n'` }
+	d.jailChecks(t, "rp", nil, [][2]string{
+		{fsm("sub") + " >> sub/.git/config", "rc=1 bash: sub/.git/config: Permission denied"},
+		{hook("sub-hook") + " > sub/.git/hooks/pre-commit", "rc=1 bash: sub/.git/hooks/pre-commit: Permission denied"},
+		{fsm("sub3") + " >> a/b/sub3/.git/config", "rc=1 bash: a/b/sub3/.git/config: Permission denied"},
+		{hook("husky") + " > .husky/pre-commit", "rc=1 bash: .husky/pre-commit: Permission denied"},
+		{"git init -q deep/x", "rc=1 " + proj + "/deep/x/.git/hooks/: Permission denied"}, // the templates' hooks first
+		{gitEnv + "echo g > g && git add g && git commit -qm g && git branch config", "rc=0"},
+	})
+	cmd := exec.Command("sh", "-c", "git status >/dev/null 2>&1; git -C sub status >/dev/null 2>&1; git -C a/b/sub3 status >/dev/null 2>&1; "+
+		"echo n >> f && git commit -qam n >/dev/null 2>&1; ls -A "+markers)
+	cmd.Dir = proj
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	if out, err := cmd.Output(); err != nil || len(out) != 0 {
+		t.Errorf("native git after the jail: markers %q (want none), err %v", out, err)
+	}
+	if got := gitT(t, proj, "log", "--format=%s"); got != "n\ng\ninit\n" {
+		t.Errorf("host git log = %q", got)
+	}
+}
+
+// TestJailReadOnlyTemp: a read-only session's jail sees its temp directory
+// read-only, as its policy says (temp:read-only); a workspace-write one
+// writes it.
+func TestJailReadOnlyTemp(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	for _, c := range []struct{ id, mode, want string }{
+		{"ro", "read-only", "rc=1 bash: $TMPDIR/x: Read-only file system"},
+		{"rw", "workspace-write", "rc=0"},
+	} {
+		if r := d.wsfs(t, "session", "create", c.id, "--root", proj, "--mode", c.mode); r.code != 0 {
+			t.Fatalf("create %s: %s", c.id, r.stderr)
+		}
+		d.jailChecks(t, c.id, nil, [][2]string{
+			{"echo x > $TMPDIR/x", strings.Replace(c.want, "$TMPDIR", filepath.Join(d.stateDir, "tmp", c.id), 1)},
+			{"test -d $TMPDIR && ls -A $TMPDIR", "rc=0"},
+		})
+	}
+}
+
+// TestJailRelativeSocket: exec --confine --socket with a relative path (the
+// caller's cwd) runs, and the socket's directory is hidden in the jail.
+func TestJailRelativeSocket(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	if r := d.wsfs(t, "session", "create", "rs", "--root", proj); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	rel, err := filepath.Rel(filepath.Dir(dir), d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(wsfsBin, "--socket", rel, "exec", "--confine", "--session", "rs", "--", "sh", "-c", "cat f && ls -A "+filepath.Dir(d.socket))
+	cmd.Dir = filepath.Dir(dir)
+	// The socket's directory holds the root (a view), so it is shown as
+	// the way there: the socket itself is not.
+	if r := run(t, cmd); r.code != 0 || r.stdout != "fmnt\nproj\nstate\n" { // f holds "f"
+		t.Fatalf("exec --confine --socket %s: exit %d stdout %q stderr %q, want 0 and the socket hidden", rel, r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestJailLinkedWorktree: a session rooted at a linked worktree (git
 // worktree add ../wt) with --add-root <main>/.git=rw can git add, commit
 // and branch in the jail; the main repository's hooks stay protected.

@@ -29,6 +29,47 @@ func relation(a, b string) string {
 	return ""
 }
 
+// ownPlace is the one rule for every path a request names (the root,
+// additional roots, temp entries, allow_write, the mountpoint, the cwd;
+// DESIGN.md Round 4, "Every path the daemon accepts"): the canonical path
+// may not be, lie in or contain one of the daemon's own places — the state
+// directory (session records, temp directories), the mount base, and each
+// Config.Hidden path (the API socket) — or a session could rewrite its own
+// record or the daemon's mounts. It returns the refusing sentence, "" when
+// the path is apart; a path at or below atOrBelow (a session's own temp
+// directory, for its cwd) or strictly below below (the mount base, for a
+// mountpoint) is fine, and so is one containing an own place unless over
+// (a cwd above the state directory reads, it grants nothing).
+func (m *Manager) ownPlace(path, atOrBelow, below string, over bool) string {
+	if (atOrBelow != "" && identity.Within(path, atOrBelow)) || (below != "" && path != below && identity.Within(path, below)) {
+		return ""
+	}
+	own := [][2]string{{"state directory", m.stateDir}, {"mount base", m.mountBase}}
+	for _, h := range m.hidden {
+		own = append(own, [2]string{"API socket", h})
+	}
+	for _, o := range own {
+		if rel := relation(path, o[1]); rel != "" && (over || rel != "contains") {
+			return fmt.Sprintf("%s the daemon's %s %s; a session may not reach the daemon's own files", rel, o[0], o[1])
+		}
+	}
+	return ""
+}
+
+// checkOwn is ownPlace for a request's field: CodeInvalid "session ID:
+// FIELD "GIVEN" (physical P) <sentence>".
+func (m *Manager) checkOwn(id, field, given, path, below string) error {
+	s := m.ownPlace(path, "", below, true)
+	if s == "" {
+		return nil
+	}
+	desc := fmt.Sprintf("%s %q", field, given)
+	if path != filepath.Clean(given) {
+		desc += fmt.Sprintf(" (physical %s)", path)
+	}
+	return errorf(CodeInvalid, "session %q: %s %s", id, desc, s)
+}
+
 // checkPlace is checkPlaceLocked with m.mu taken.
 func (m *Manager) checkPlace(id, origin, root, mp, key string) error {
 	m.mu.Lock()
@@ -49,11 +90,8 @@ func (m *Manager) checkPlaceLocked(id, origin, root, mp, key string) error {
 	if root != filepath.Clean(origin) {
 		desc += fmt.Sprintf(" (physical %s)", root)
 	}
-	if rel := relation(root, m.stateDir); rel != "" {
-		return errorf(CodeInvalid, "session %q: %s %s the state directory %s; a session may not serve the daemon's state", id, desc, rel, m.stateDir)
-	}
-	if rel := relation(root, m.mountBase); rel != "" {
-		return errorf(CodeInvalid, "session %q: %s %s the mount base %s; a session may not serve the daemon's mounts", id, desc, rel, m.mountBase)
+	if err := m.checkOwn(id, "root", origin, root, ""); err != nil {
+		return err
 	}
 	others := make([]string, 0, len(m.mountpoints))
 	for other := range m.mountpoints {

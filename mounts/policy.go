@@ -12,8 +12,10 @@ import (
 )
 
 // compilePolicy fills spec.Primary with root (refusing a different one) and
-// compiles it.
-func compilePolicy(id, root string, spec policy.Spec) (policy.Spec, *policy.Policy, error) {
+// compiles it; every additional root and every temp entry spec names but
+// ownTmp (the session's own temp directory) is refused in or over the
+// daemon's own places (Manager.ownPlace).
+func (m *Manager) compilePolicy(id, root string, spec policy.Spec, ownTmp string) (policy.Spec, *policy.Policy, error) {
 	if spec.Primary != "" {
 		c, err := identity.Canonical(spec.Primary)
 		if err != nil || c != root {
@@ -28,9 +30,22 @@ func compilePolicy(id, root string, spec policy.Spec) (policy.Spec, *policy.Poli
 	if err := checkFSType(id, fmt.Sprintf("root %q", root), root); err != nil {
 		return spec, nil, err
 	}
-	for _, r := range pol.Spec().Additional {
+	compiled := pol.Spec()
+	for i, r := range compiled.Additional {
+		if err := m.checkOwn(id, fmt.Sprintf("additional[%d].path", i), spec.Additional[i].Path, r.Path, ""); err != nil {
+			return spec, nil, err
+		}
 		if r.Access != policy.AccessNone {
 			if err := checkFSType(id, fmt.Sprintf("additional root %q", r.Path), r.Path); err != nil {
+				return spec, nil, err
+			}
+		}
+	}
+	// The temp entries the request names (not the default, not the
+	// session's own temp directory, which lives in the state directory).
+	for i, t := range spec.Temp {
+		if c, err := identity.Canonical(t); err == nil && c != ownTmp {
+			if err := m.checkOwn(id, fmt.Sprintf("temp[%d]", i), t, c, ""); err != nil {
 				return spec, nil, err
 			}
 		}
@@ -100,7 +115,7 @@ func (m *Manager) applyPolicyLocked(s *session, id string, spec policy.Spec) (Se
 	if spec.Temp == nil {
 		spec.Temp = []string{s.rec.TmpDir} // as at Create
 	}
-	pspec, pol, err := compilePolicy(id, s.rec.Root, spec)
+	pspec, pol, err := m.compilePolicy(id, s.rec.Root, spec, s.rec.TmpDir)
 	if err != nil {
 		return Session{}, err
 	}

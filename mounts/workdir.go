@@ -28,13 +28,14 @@ import (
 // its root; nil when none is mounted).
 type sessionView struct {
 	root, mp, hostView string
+	tmpDir             string // the session's own temp directory (in the state directory)
 	srv, hostSrv       *fusefs.Server
 }
 
 // view returns the sessionView of the session with root, mountpoint mp,
 // mount srv (nil: none yet) and id.
 func (m *Manager) view(root, mp string, srv *fusefs.Server, id string) sessionView {
-	v := sessionView{root: root, mp: mp, srv: srv, hostView: m.hostViewOf(id)}
+	v := sessionView{root: root, mp: mp, srv: srv, hostView: m.hostViewOf(id), tmpDir: filepath.Join(m.tmpBase, id)}
 	m.mu.Lock()
 	if hv := m.hostViews[id]; hv != nil {
 		v.hostSrv = hv.srv
@@ -73,6 +74,14 @@ func (m *Manager) walker(v sessionView, cwd string) identity.Walker {
 			}
 			if _, ok := m.servedMount(p); ok || m.viewDirOf(p) != "" {
 				return "", false, syscall.EACCES // another session's mount, a host view, a jail view
+			}
+			// Inside a pseudo file system the host view never enters
+			// (proc, sysfs, ...): its magic links (/proc/self/cwd) would
+			// name the daemon's own places, not the session's. Its mount
+			// point itself is looked at (the host view's rule refuses it
+			// with its name).
+			if mp, _, refused, err := fusefs.RefusedMount(p); err != nil || (refused && p != mp) {
+				return "", false, syscall.EACCES
 			}
 			return "", false, nil
 		},
@@ -144,6 +153,9 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path strin
 		// What the session may not read it may not probe either: the
 		// refusal comes before "no such directory".
 		if k, kerr := w.TargetKey(ctx, path); kerr == nil {
+			if s := m.ownPlace(k, v.tmpDir, "", false); s != "" {
+				return "", &errnoError{syscall.EACCES, fmt.Sprintf("%q (physical %s) %s (rule hostview:hidden)", path, k, s)}
+			}
 			if rerr := v.mayRead(path, k); rerr != nil {
 				return "", m.whyHidden(rerr, v, k)
 			}
@@ -152,6 +164,9 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path strin
 	}
 	if err != nil {
 		return "", fmt.Errorf("%q: %w", path, identity.ErrnoOf(err))
+	}
+	if s := m.ownPlace(key, v.tmpDir, "", false); s != "" {
+		return "", &errnoError{syscall.EACCES, fmt.Sprintf("%q (physical %s) %s (rule hostview:hidden)", path, key, s)}
 	}
 	if err := v.mayRead(path, key); err != nil {
 		return "", m.whyHidden(err, v, key)

@@ -62,7 +62,60 @@ type compiler struct {
 	seen   map[string]bool // guard keys already added
 }
 
+// Limits on a Spec, checked first by Compile so that a request over them is
+// refused before any work (a policy at the limits compiles in well under
+// 100 ms): MaxAdditional additional roots, MaxTemp temp entries,
+// MaxProtected protected entries, and MaxPathBytes bytes in any one path
+// (PATH_MAX - 1, what the kernel takes).
+const (
+	MaxAdditional = 256
+	MaxTemp       = 64
+	MaxProtected  = 1024
+	MaxPathBytes  = 4095
+)
+
+// checkLimits refuses a spec over the limits with a one-line error naming
+// the field and the limit.
+func checkLimits(in Spec) error {
+	for _, f := range []struct {
+		name   string
+		n, max int
+	}{{"additional", len(in.Additional), MaxAdditional}, {"temp", len(in.Temp), MaxTemp}, {"protected", len(in.Protected), MaxProtected}} {
+		if f.n > f.max {
+			return fmt.Errorf("policy: %s: %d entries, at most %d", f.name, f.n, f.max)
+		}
+	}
+	long := func(field string, p string) error {
+		if len(p) > MaxPathBytes {
+			return fmt.Errorf("policy: %s: %d bytes, at most %d", field, len(p), MaxPathBytes)
+		}
+		return nil
+	}
+	if err := long("primary", in.Primary); err != nil {
+		return err
+	}
+	for i, r := range in.Additional {
+		if err := long(fmt.Sprintf("additional[%d].path", i), r.Path); err != nil {
+			return err
+		}
+	}
+	for i, t := range in.Temp {
+		if err := long(fmt.Sprintf("temp[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	for i, p := range in.Protected {
+		if err := long(fmt.Sprintf("protected[%d]", i), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func compile(in Spec) (*Policy, error) {
+	if err := checkLimits(in); err != nil {
+		return nil, err
+	}
 	mode, err := ParseMode(string(in.Mode))
 	if err != nil {
 		return nil, err
@@ -151,16 +204,18 @@ func compile(in Spec) (*Policy, error) {
 		prot = DefaultProtected
 	}
 	c.spec.Protected = []string{}
+	seenProt := map[string]bool{}
 	for i, s := range prot {
 		if err := checkProtected(s); err != nil {
 			return nil, fmt.Errorf("policy: protected[%d] %q: %s", i, s, err)
 		}
-		if !contains(c.spec.Protected, s) {
+		if !seenProt[s] {
+			seenProt[s] = true
 			c.spec.Protected = append(c.spec.Protected, s)
 		}
 	}
 
-	p := &Policy{spec: c.spec, prot: &protection{}}
+	p := &Policy{spec: c.spec, prot: &protection{}, repos: &repoCache{}}
 	p.buildAreas()
 	p.buildAreaIndex()
 	gs := p.computeGuards(nil, nil)
@@ -318,33 +373,11 @@ func keyLengths[V any](m map[string]V) []int {
 	return lens
 }
 
-// protect adds the guards of the writable explicit root r.
+// protect adds the guards of the writable explicit root r: one per
+// protected entry. (git's names are the repository rule's, git.go.)
 func (c *compiler) protect(r string) {
 	for _, s := range c.spec.Protected {
 		c.guardPath(filepath.Join(r, s), s)
-	}
-	gitdir, ok := gitdirOf(r)
-	if !ok {
-		return
-	}
-	var sub []string // the entries under .git/, relative to a gitdir
-	for _, s := range c.spec.Protected {
-		if rest, ok := strings.CutPrefix(s, ".git/"); ok {
-			sub = append(sub, rest)
-		}
-	}
-	if len(sub) == 0 {
-		return
-	}
-	c.guardPath(filepath.Join(r, ".git"), ".git")
-	dirs := []string{gitdir}
-	if common, ok := commondirOf(gitdir); ok {
-		dirs = append(dirs, common)
-	}
-	for _, d := range dirs {
-		for _, rest := range sub {
-			c.guardPath(filepath.Join(d, rest), ".git/"+rest)
-		}
 	}
 }
 

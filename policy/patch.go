@@ -43,8 +43,13 @@ func (s Spec) Apply(p Patch) Spec {
 			prot = DefaultProtected
 		}
 		out.Protected = slices.Clone(prot)
+		have := make(map[string]bool, len(prot)+len(p.Protected))
+		for _, sub := range prot {
+			have[sub] = true
+		}
 		for _, sub := range p.Protected {
-			if !slices.Contains(out.Protected, sub) {
+			if !have[sub] {
+				have[sub] = true
 				out.Protected = append(out.Protected, sub)
 			}
 		}

@@ -15,7 +15,7 @@ func TestSpecApply(t *testing.T) {
 	})
 	want := Spec{Mode: ModeWorkspaceWrite, Primary: dir,
 		Additional: []Root{{Path: "/a", Access: AccessReadWrite}, {Path: "/b", Access: AccessReadOnly}},
-		Protected:  append(append([]string(nil), DefaultProtected...), ".env")}
+		Protected:  []string{".env", ".git/hooks"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Apply:\n got %+v\nwant %+v", got, want)
 	}

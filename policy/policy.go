@@ -69,6 +69,9 @@ type Policy struct {
 	// prot holds the protected set, which follows the host (protect.go).
 	// A pointer, so the copies tests make share it.
 	prot *protection
+	// repos caches what repositories' configs name (git.go), shared by
+	// copies like prot.
+	repos *repoCache
 }
 
 // Compile checks spec and canonicalizes every root; it is the only way to
@@ -90,16 +93,14 @@ type Policy struct {
 // For each writable explicit root R (the primary unless the mode is
 // read-only, and every read-write additional root) and each protected entry
 // S, both the lexical path R/S and identity.TargetKey(R/S) are protected, so
-// a symlinked .git protects its physical target. When R/.git is a file
-// starting with "gitdir: X", the entries under ".git/" are also protected
-// under X (and under X's "commondir", for worktrees), and the pointer file
-// itself is protected (rule "protected:.git"): rewriting it would redirect
-// git to hooks the policy does not guard.
+// a symlinked component protects its physical target. What git executes is
+// protected by the repository rule (git.go) whatever the list says.
 //
 // Compile reads the file system (lstat, readlink, reading .git pointer
-// files); Decide never does: it uses the protected set as last computed.
-// The set follows the host: DecideAt revalidates and recomputes it (see
-// protect.go), and also matches protected objects by (dev, ino).
+// files); so do write decisions in writable roots (the repository rule's
+// lstat calls). The protected set follows the host: DecideAt revalidates
+// and recomputes it (see protect.go), and also matches protected objects
+// by (dev, ino).
 func Compile(spec Spec) (*Policy, error) {
 	return compile(spec)
 }
@@ -115,11 +116,12 @@ func (p *Policy) Spec() Spec {
 	return s
 }
 
-// ProtectedPaths returns the physical paths the policy protects (the
-// lexical spelling and the target key of each protected subpath of each
-// writable root, gitdir targets included), in no particular order. A jail
-// that binds a writable root directly (not through a mount that asks the
-// policy) binds these read-only. The slice is a copy.
+// ProtectedPaths returns the physical paths the protected list protects
+// (the lexical spelling and the target key of each protected subpath of
+// each writable root), in no particular order. git's names are not among
+// them: the repository rule (git.go) decides them at each write, by path,
+// so a root is only ever made writable through a mount that asks the
+// policy. The slice is a copy.
 func (p *Policy) ProtectedPaths() []string {
 	gs := p.refresh()
 	out := make([]string, 0, len(gs.guards))
@@ -139,8 +141,11 @@ func (p *Policy) Mode() Mode { return p.spec.Mode }
 func (p *Policy) Writable() bool { return p.writable }
 
 // Decide answers op on physicalPath, a canonical absolute path (as
-// identity.Canonical or identity.TargetKey return). It makes no system call
-// and does not allocate.
+// identity.Canonical or identity.TargetKey return). A read, and a write the
+// area refuses, make no system call and do not allocate; a write a
+// writable explicit root allows is then asked of the repository rule
+// (git.go: lstat(2) of the path's git names and of each ancestor's .git,
+// stat(2) of the configs it consults, parsed only when they changed).
 //
 // The most specific root containing the path decides (explicit roots and temp
 // entries alike; "/" boundaries, so /a/bc is not inside /a). In order:
@@ -153,6 +158,7 @@ func (p *Policy) Writable() bool { return p.writable }
 //     "protected:<entry>"; for OpRename, OpUnlink and OpRmdir also a path
 //     that is an ancestor of a protected key (that would move the protected
 //     name away);
+//   - the repository rule (git.go): EACCES, rule "protected:git:<path>";
 //   - the matrix: allowed with rule "<area>:read-write" when the area is
 //     writable in the mode, else EROFS with rule "<area>:read-only", where
 //     <area> is primary, additional, temp or outside.
@@ -194,7 +200,19 @@ func (p *Policy) DecideLink(src, dst string) Decision {
 func (p *Policy) decidePair(op Op, src, dst string, xdev Decision) Decision {
 	ds, as, fs := p.decide(op, src)
 	dd, ad, fd := p.decide(op, dst)
-	return combine(ds, dd, as, ad, fs, fd, xdev)
+	return p.pairGit(op, src, dst, as, ad, combine(ds, dd, as, ad, fs, fd, xdev))
+}
+
+// pairGit applies the repository rule's rename transitions (git.go) to an
+// allowed rename.
+func (p *Policy) pairGit(op Op, src, dst string, as, ad *area, d Decision) Decision {
+	if op != OpRename || !d.Allow {
+		return d
+	}
+	if gd, ok := p.gitRename(src, dst, as, ad); !ok {
+		return gd
+	}
+	return d
 }
 
 // combine is the rule of DecideRename for two ends' decisions, areas and
@@ -222,7 +240,15 @@ func combine(ds, dd Decision, as, ad *area, fs, fd bool, xdev Decision) Decision
 // for a rename or link whatever the other end is: a refusal for the path's
 // shape, a none root, a device, a protected key or its ancestor.
 func (p *Policy) decide(op Op, path string) (Decision, *area, bool) {
-	return p.decideIn(p.prot.cur.Load(), op, path)
+	gs := p.prot.cur.Load()
+	d, a, final := p.decideIn(gs, op, path)
+	if op == OpRead || !d.Allow {
+		return d, a, final
+	}
+	if gd, ok := p.gitDecide(gs, op, path, a); !ok {
+		return gd, a, true
+	}
+	return d, a, final
 }
 
 // decideIn is decide against the guard set gs.

@@ -163,8 +163,8 @@ func TestDevice(t *testing.T) {
 				{OpMknodDevice, "proj/null", allow("primary:read-write")},
 				{OpMknodDevice, "ro/null", deny(syscall.EROFS, "additional:read-only")},
 				{OpMknodDevice, "out/null", allow("outside:read-write")},
-				{OpMknodDevice, "proj/.git/hooks/null", deny(syscall.EACCES, "protected:.git/hooks")},
-				{OpMknodDevice, "proj/.git", deny(syscall.EACCES, "protected:.git/hooks")},
+				{OpMknodDevice, "proj/.git/hooks/null", deny(syscall.EACCES, "protected:git:.git/hooks")},
+				{OpMknodDevice, "proj/.git", deny(syscall.EACCES, "protected:git:.git")},
 			})
 			continue
 		}
@@ -178,8 +178,8 @@ func TestDevice(t *testing.T) {
 }
 
 func TestProtected(t *testing.T) {
-	acc := deny(syscall.EACCES, "protected:.git/hooks")
-	cfg := deny(syscall.EACCES, "protected:.git/config")
+	acc := deny(syscall.EACCES, "protected:git:.git/hooks")
+	cfg := deny(syscall.EACCES, "protected:git:.git/config")
 	rw := allow("primary:read-write")
 
 	t.Run("git directory", func(t *testing.T) {
@@ -203,20 +203,23 @@ func TestProtected(t *testing.T) {
 			{OpRename, "proj/.git/objects", rw},
 			{OpCreate, "proj/.git/hooksx", rw},      // a name sharing the prefix
 			{OpCreate, "proj/.git/config.lock", rw}, // ditto
-			// Moving or removing an ancestor would take the protection away.
-			{OpRename, "proj/.git", acc},
-			{OpRmdir, "proj/.git", acc},
-			{OpUnlink, "proj/.git", acc},
-			{OpRename, "proj", acc},
+			// Moving or removing .git itself protects nothing away: a git
+			// directory moved elsewhere keeps its HEAD and so its rule,
+			// and an empty one can be removed as on ext4.
+			{OpRename, "proj/.git", rw},
+			{OpRmdir, "proj/.git", rw},
 			{OpMkdir, "proj/.git", rw}, // creating an ancestor is fine
 			{OpSetattr, "proj/.git", rw},
+			// The name .git is a directory or nothing.
+			{OpSymlink, "proj/.git", deny(syscall.EACCES, "protected:git:.git")},
+			{OpCreate, "proj/.git", deny(syscall.EACCES, "protected:git:.git")},
 		})
 		for name, p := range strategies(p) {
-			assert.Equal(t, acc, p.DecideRename(filepath.Join(root, "proj/.git"), filepath.Join(root, "proj/old-git")), name)
+			assert.Equal(t, rw, p.DecideRename(filepath.Join(root, "proj/.git"), filepath.Join(root, "proj/old-git")), name)
 			// A protected end is a write to a protected name: EACCES, whatever
 			// the other end (not EXDEV, which would send mv into a copy).
-			assert.Equal(t, deny(syscall.EACCES, "protected:.git/hooks"), p.DecideRename(filepath.Join(root, "proj/x"), filepath.Join(root, "proj/.git/hooks/pre-commit")), name)
-			assert.Equal(t, deny(syscall.EACCES, "protected:.git/config"), p.DecideRename(filepath.Join(root, "proj/.git/config"), filepath.Join(root, "proj/cfg")), name)
+			assert.Equal(t, deny(syscall.EACCES, "protected:git:.git/hooks"), p.DecideRename(filepath.Join(root, "proj/x"), filepath.Join(root, "proj/.git/hooks/pre-commit")), name)
+			assert.Equal(t, deny(syscall.EACCES, "protected:git:.git/config"), p.DecideRename(filepath.Join(root, "proj/.git/config"), filepath.Join(root, "proj/cfg")), name)
 			assert.Equal(t, acc, p.DecideRename(filepath.Join(root, "proj/.git/hooks/a"), filepath.Join(root, "proj/.git/hooks/b")), name)
 			assert.Equal(t, acc, p.DecideRename(filepath.Join(root, "proj/.git/hooks/a"), filepath.Join(root, "proj/.git/config")), name)
 			assert.Equal(t, rw, p.DecideRename(filepath.Join(root, "proj/.git/config.lock"), filepath.Join(root, "proj/.git/HEAD")), name)
@@ -264,11 +267,12 @@ func TestProtected(t *testing.T) {
 				// ... as is a path reaching it through another spelling.
 				{OpCreate, aliasKey, acc},
 				{OpOpenWrite, "store/gitdir/HEAD", other},
-				{OpRename, "store/gitdir", acc},
-				// The link's own name stays protected: replacing the link by a
-				// directory would create unprotected hooks.
-				{OpUnlink, "proj/.git", acc},
-				{OpRename, "proj/.git", acc},
+				// Moving the gitdir or the link protects nothing away (the
+				// gitdir keeps its HEAD; a new .git can only be a
+				// directory, protected from birth).
+				{OpRename, "store/gitdir", other},
+				{OpUnlink, "proj/.git", rw},
+				{OpSymlink, "proj/.git", deny(syscall.EACCES, "protected:git:.git")},
 				{OpCreate, "proj/.git/hooks/pre-commit", acc},
 			})
 		}
@@ -287,12 +291,15 @@ func TestProtected(t *testing.T) {
 				runChecks(t, p, root, []check{
 					{OpCreate, "real/hooks/pre-commit", acc},
 					{OpOpenWrite, "real/config", cfg},
-					{OpRename, "real", acc},
+					{OpRename, "real", allow("outside:read-write")},
 					{OpOpenWrite, "real/HEAD", allow("outside:read-write")},
 					{OpCreate, "proj/src.go", rw},
-					// The pointer itself: rewriting it would redirect git.
-					{OpOpenWrite, "proj/.git", deny(syscall.EACCES, "protected:.git")},
-					{OpUnlink, "proj/.git", deny(syscall.EACCES, "protected:.git")},
+					// The pointer itself: rewriting it could lead git to a
+					// directory outside the rule (the temp area); removing
+					// it leads git nowhere.
+					{OpOpenWrite, "proj/.git", deny(syscall.EACCES, "protected:git:.git")},
+					{OpSetattr, "proj/.git", deny(syscall.EACCES, "protected:git:.git")},
+					{OpUnlink, "proj/.git", rw},
 				})
 			})
 		}
@@ -339,17 +346,18 @@ func TestProtected(t *testing.T) {
 			{OpCreate, "proj/secrets/key", deny(syscall.EACCES, "protected:secrets")},
 			{OpCreate, "proj/build/out/x", deny(syscall.EACCES, "protected:build/out")},
 			{OpCreate, "proj/build/x", rw},
-			{OpCreate, "proj/.git/hooks/x", rw},
+			// The repository rule applies whatever the list says.
+			{OpCreate, "proj/.git/hooks/x", acc},
 		})
 		assert.Equal(t, []string{"secrets", "build/out"}, p.Spec().Protected)
 		nested := mustCompile(t, Spec{Primary: filepath.Join(root, "proj"), Temp: []string{}, Protected: []string{".git", ".git/hooks"}})
 		runChecks(t, nested, root, []check{
-			{OpCreate, "proj/.git/hooks/x", acc}, // the innermost entry names the rule
+			{OpCreate, "proj/.git/hooks/x", deny(syscall.EACCES, "protected:.git/hooks")}, // the innermost entry names the rule
 			{OpCreate, "proj/.git/HEAD", deny(syscall.EACCES, "protected:.git")},
 			{OpRename, "proj", deny(syscall.EACCES, "protected:.git")}, // the first entry
 		})
 		none := mustCompile(t, Spec{Primary: filepath.Join(root, "proj"), Temp: []string{}, Protected: []string{}})
-		runChecks(t, none, root, []check{{OpCreate, "proj/.git/hooks/x", rw}})
+		runChecks(t, none, root, []check{{OpCreate, "proj/.git/hooks/x", acc}, {OpCreate, "proj/secrets/key", rw}})
 	})
 }
 
@@ -407,7 +415,7 @@ func TestDecidePathShape(t *testing.T) {
 	runChecks(t, p, root, []check{
 		{OpCreate, "/", deny(syscall.EROFS, "outside:read-only")},
 		{OpCreate, "proj/", allow("primary:read-write")},
-		{OpCreate, "proj/.git/hooks/", deny(syscall.EACCES, "protected:.git/hooks")},
+		{OpCreate, "proj/.git/hooks/", deny(syscall.EACCES, "protected:git:.git/hooks")},
 		{OpCreate, "proj/.git/x/../hooks/pre-commit", deny(syscall.EACCES, "path:not-canonical")},
 		{OpCreate, "proj/./f", deny(syscall.EACCES, "path:not-canonical")},
 		{OpCreate, "proj//f", deny(syscall.EACCES, "path:not-canonical")},
@@ -454,15 +462,15 @@ func TestDecideRenameAndLink(t *testing.T) {
 		{ModeWorkspaceWrite, "proj/a", "none/b", deny(syscall.EACCES, "root:none"), deny(syscall.EACCES, "root:none")},
 		{ModeWorkspaceWrite, "none/a", "proj/b", deny(syscall.EACCES, "root:none"), deny(syscall.EACCES, "root:none")},
 		// Protected: a protected end is EACCES whatever the other end.
-		{ModeWorkspaceWrite, "proj/a", "proj/.git/hooks/pre-commit", deny(syscall.EACCES, "protected:.git/hooks"), deny(syscall.EACCES, "protected:.git/hooks")},
-		{ModeWorkspaceWrite, "proj/.git/config", "proj/cfg", deny(syscall.EACCES, "protected:.git/config"), deny(syscall.EACCES, "protected:.git/config")},
-		{ModeWorkspaceWrite, "out/a", "proj/.git/config", deny(syscall.EACCES, "protected:.git/config"), deny(syscall.EACCES, "protected:.git/config")},
-		{ModeWorkspaceWrite, "proj/.git/hooks/a", "proj/.git/hooks/b", deny(syscall.EACCES, "protected:.git/hooks"), deny(syscall.EACCES, "protected:.git/hooks")},
-		{ModeWorkspaceWrite, "proj/.git/config", "proj/.git/hooks/b", deny(syscall.EACCES, "protected:.git/config"), deny(syscall.EACCES, "protected:.git/config")},
-		// Moving a protected name away (its ancestor) is refused outright,
-		// as is any end in a none root.
-		{ModeWorkspaceWrite, "proj/.git", "proj/git-old", deny(syscall.EACCES, "protected:.git/hooks"), deny(syscall.EACCES, "protected:.git/hooks")}, // (a directory cannot be hard-linked anyway)
-		{ModeWorkspaceWrite, "tmp/a", "proj/.git", deny(syscall.EACCES, "protected:.git/hooks"), deny(syscall.EACCES, "protected:.git/hooks")},
+		{ModeWorkspaceWrite, "proj/a", "proj/.git/hooks/pre-commit", deny(syscall.EACCES, "protected:git:.git/hooks"), deny(syscall.EACCES, "protected:git:.git/hooks")},
+		{ModeWorkspaceWrite, "proj/.git/config", "proj/cfg", deny(syscall.EACCES, "protected:git:.git/config"), deny(syscall.EACCES, "protected:git:.git/config")},
+		{ModeWorkspaceWrite, "out/a", "proj/.git/config", deny(syscall.EACCES, "protected:git:.git/config"), deny(syscall.EACCES, "protected:git:.git/config")},
+		{ModeWorkspaceWrite, "proj/.git/hooks/a", "proj/.git/hooks/b", deny(syscall.EACCES, "protected:git:.git/hooks"), deny(syscall.EACCES, "protected:git:.git/hooks")},
+		{ModeWorkspaceWrite, "proj/.git/config", "proj/.git/hooks/b", deny(syscall.EACCES, "protected:git:.git/config"), deny(syscall.EACCES, "protected:git:.git/config")},
+		// Moving a git directory away protects nothing away (it keeps its
+		// HEAD); a non-directory cannot be made at .git.
+		{ModeWorkspaceWrite, "proj/.git", "proj/git-old", allow("primary:read-write"), allow("primary:read-write")}, // (a directory cannot be hard-linked anyway)
+		{ModeWorkspaceWrite, "tmp/a", "proj/.git", xren, xlink},                                                     // (.git exists: EEXIST from the kernel)
 		{ModeFullAccess, "out/a", "out/b", allow("outside:read-write"), allow("outside:read-write")},
 		{ModeFullAccess, "out/a", "proj/b", xren, xlink},
 		{ModeReadOnly, "rw/a", "proj/b", xren, xlink},
@@ -482,11 +490,11 @@ func TestDecideRenameAndLink(t *testing.T) {
 			}
 		}
 	}
-	// Renaming the protected directory's ancestor, or onto one.
+	// Renaming the git directory away, or a non-directory onto .git.
 	p := mustCompile(t, spec(ModeWorkspaceWrite))
-	assert.Equal(t, deny(syscall.EACCES, "protected:.git/hooks"),
+	assert.Equal(t, allow("primary:read-write"),
 		p.DecideRename(filepath.Join(root, "proj/.git"), filepath.Join(root, "proj/git2")))
-	assert.Equal(t, deny(syscall.EACCES, "protected:.git/hooks"),
+	assert.Equal(t, deny(syscall.EACCES, "protected:git:.git"),
 		p.DecideRename(filepath.Join(root, "proj/x"), filepath.Join(root, "proj/.git")))
 }
 
@@ -562,12 +570,14 @@ func TestSpec(t *testing.T) {
 	}, s)
 	// The result is a copy.
 	s.Additional[0].Access = AccessReadWrite
-	s.Protected[0] = "x"
+	s.Protected = append(s.Protected, "x")
 	s.Temp[0] = "/"
 	assert.Equal(t, AccessReadOnly, p.Spec().Additional[0].Access)
 	assert.Equal(t, DefaultProtected, p.Spec().Protected)
 	assert.Equal(t, []string{root + "/tmp"}, p.Spec().Temp)
-	assert.Equal(t, []string{".git/hooks", ".git/config", ".git/commondir", ".git/config.worktree"}, DefaultProtected)
+	// git's names are the repository rule's, not the list's.
+	assert.Equal(t, []string{}, DefaultProtected)
+	assert.Equal(t, []string{"config", "config.worktree", "commondir", "hooks"}, GitNames)
 
 	// Defaults.
 	d := mustCompile(t, Spec{Primary: root + "/real"}).Spec()
@@ -676,17 +686,26 @@ func TestLoadAndCompile(t *testing.T) {
 	assert.Equal(t, allow("additional:read-write"), pol.Decide(OpWrite, root+"/lib/f"))
 }
 
+// TestDecideNoAlloc: reads, and writes refused by the area, allocate
+// nothing; a write a writable root allows is also asked of the repository
+// rule, which makes system calls (git.go).
 func TestDecideNoAlloc(t *testing.T) {
 	root := tree(t, "proj/.git/hooks/", "ro/")
 	p := mustCompile(t, Spec{Primary: root + "/proj", Additional: []Root{{Path: root + "/ro", Access: AccessReadOnly}}})
 	paths := []string{root + "/proj/a/b.go", root + "/ro/x", "/etc/passwd", root + "/proj/.git/hooks/x"}
-	dst := root + "/proj/z"
+	dst := root + "/ro/z"
 	for name, p := range strategies(p) {
 		for _, path := range paths {
 			n := testing.AllocsPerRun(100, func() {
+				_ = p.Decide(OpRead, path)
+			})
+			assert.Zero(t, n, "%s %s", name, path)
+		}
+		for _, path := range paths[1:3] {
+			n := testing.AllocsPerRun(100, func() {
 				_ = p.Decide(OpCreate, path)
 				_ = p.Decide(OpRename, path)
-				_ = p.DecideRename(path, dst)
+				_ = p.DecideRename(dst, path)
 			})
 			assert.Zero(t, n, "%s %s", name, path)
 		}
@@ -755,16 +774,17 @@ func BenchmarkDecide(b *testing.B) {
 func TestProtectedAncestorCreation(t *testing.T) {
 	root := tree(t, "proj/", "proj/rg/hooks/")
 	p := mustCompile(t, Spec{Primary: filepath.Join(root, "proj"), Temp: []string{}})
-	hooks := deny(syscall.EACCES, "protected:.git/hooks")
+	hooks := deny(syscall.EACCES, "protected:git:.git/hooks")
+	dotgit := deny(syscall.EACCES, "protected:git:.git")
 	runChecks(t, p, root, []check{
 		{OpMkdir, "proj/.git", allow("primary:read-write")},
-		{OpSymlink, "proj/.git", hooks},
-		{OpCreate, "proj/.git", hooks},
-		{OpLink, "proj/.git", hooks},
-		{OpMknod, "proj/.git", hooks},
+		{OpSymlink, "proj/.git", dotgit},
+		{OpCreate, "proj/.git", dotgit},
+		{OpLink, "proj/.git", dotgit},
+		{OpMknod, "proj/.git", dotgit},
 		{OpCreate, "proj/.git/hooks/pre-commit", hooks},
-		{OpCreate, "proj/.git/commondir", deny(syscall.EACCES, "protected:.git/commondir")},
-		{OpCreate, "proj/.git/config.worktree", deny(syscall.EACCES, "protected:.git/config.worktree")},
+		{OpCreate, "proj/.git/commondir", deny(syscall.EACCES, "protected:git:.git/commondir")},
+		{OpCreate, "proj/.git/config.worktree", deny(syscall.EACCES, "protected:git:.git/config.worktree")},
 		{OpCreate, "proj/.git/HEAD", allow("primary:read-write")},
 		{OpCreate, "proj/rg/hooks/x", allow("primary:read-write")},
 		{OpCreate, "proj", allow("primary:read-write")}, // a root is not checked as an ancestor

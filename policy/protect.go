@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -54,6 +55,11 @@ type guardSet struct {
 	ids    map[identity.FileID]idGuard
 	names  map[dirName]nameGuard
 	wit    []witness
+	// linked are the gitdirs and common dirs of the writable roots'
+	// top-level repositories (a symlinked .git, a "gitdir:" pointer, a
+	// worktree's commondir), wherever they lie: the repository rule
+	// treats them as git directories (git.go).
+	linked []string
 }
 
 // idGuard protects one object by its identity.
@@ -180,17 +186,23 @@ func (p *Policy) DecideLinkAt(src, dst string, so, do Object) Decision {
 func (p *Policy) decidePairAt(op Op, src, dst string, so, do Object, xdev Decision) Decision {
 	ds, as, fs := p.decideAt(op, src, so)
 	dd, ad, fd := p.decideAt(op, dst, do)
-	return combine(ds, dd, as, ad, fs, fd, xdev)
+	return p.pairGit(op, src, dst, as, ad, combine(ds, dd, as, ad, fs, fd, xdev))
 }
 
 func (p *Policy) decideAt(op Op, path string, obj Object) (Decision, *area, bool) {
-	d, a, final := p.decide(op, path)
-	if op == OpRead || !d.Allow {
+	if op == OpRead {
+		return p.decide(op, path)
+	}
+	if d, a, final := p.decideIn(p.prot.cur.Load(), op, path); !d.Allow {
 		return d, a, final
 	}
 	gs := p.refresh()
-	if d, a, final = p.decideIn(gs, op, path); !d.Allow {
+	d, a, final := p.decideIn(gs, op, path)
+	if !d.Allow {
 		return d, a, final
+	}
+	if gd, ok := p.gitDecide(gs, op, path, a); !ok {
+		return gd, a, true
 	}
 	if g := gs.objectGuard(op, path, obj); g != nil {
 		return g.deny, a, true
@@ -372,6 +384,50 @@ func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 		}
 		if parent.path == g.key && parent.exists {
 			scanned = gs.record(g, g.key, parent.mode == unix.S_IFDIR, scanned)
+		}
+	}
+	// The repository rule decides git's names by path (git.go); the
+	// top-level repository of each writable root is also protected by
+	// identity, so a hard link the host makes to its config or a hook is
+	// refused under every name. Its gitdir, common dir and hooks
+	// directories are witnesses: git replaces config by a rename, which
+	// changes the gitdir's ctime, and the new inode is recorded then.
+	for _, r := range roots {
+		gitdir := r + "/.git"
+		w := stat(gitdir)
+		watch(w)
+		if !w.exists {
+			continue
+		}
+		if w.mode != unix.S_IFDIR && w.mode != unix.S_IFLNK {
+			g, ok := gitdirOf(r)
+			if !ok {
+				continue
+			}
+			gitdir = g
+		}
+		dirs := []string{gitdir}
+		if common, ok := commondirOf(gitdir); ok && common != gitdir {
+			dirs = append(dirs, common)
+		}
+		for _, d := range dirs {
+			if k, err := identity.TargetKey(d); err == nil {
+				d = k
+			}
+			gs.linked = append(gs.linked, d)
+			dw := stat(d)
+			watch(dw)
+			watch(stat(d + "/hooks"))
+			for _, name := range GitNames {
+				x := stat(d + "/" + name)
+				g := &guard{key: x.path, deny: Decision{Errno: syscall.EACCES, Rule: "protected:git:.git/" + name}}
+				if dw.exists {
+					gs.names[dirName{dw.id, name}] = nameGuard{g: g, btime: birth(d)}
+				}
+				if x.exists {
+					scanned = gs.record(g, x.path, x.mode == unix.S_IFDIR, scanned)
+				}
+			}
 		}
 	}
 	if prev != nil {

@@ -25,8 +25,8 @@ func in(t *testing.T, p string) Object {
 }
 
 var (
-	denyHooks  = deny(syscall.EACCES, "protected:.git/hooks")
-	denyConfig = deny(syscall.EACCES, "protected:.git/config")
+	denyHooks  = deny(syscall.EACCES, "protected:git:.git/hooks")
+	denyConfig = deny(syscall.EACCES, "protected:git:.git/config")
 )
 
 // TestProtectedAlias: a hard link made on the host to a protected file is
@@ -101,20 +101,24 @@ func TestProtectionFollowsGitdirPointer(t *testing.T) {
 	writeFile(t, proj+"/.git", "gitdir: ../other\n")
 	assert.Equal(t, denyHooks, p.DecideAt(OpCreate, x, in(t, x)))
 	assert.Equal(t, denyConfig, p.DecideAt(OpOpenWrite, root+"/other/config", Object{Self: idOf(t, root+"/other/config")}))
-	assert.Equal(t, deny(syscall.EACCES, "protected:.git"), p.DecideAt(OpOpenWrite, proj+"/.git", Object{Self: idOf(t, proj+"/.git")}))
+	assert.Equal(t, deny(syscall.EACCES, "protected:git:.git"), p.DecideAt(OpOpenWrite, proj+"/.git", Object{Self: idOf(t, proj+"/.git")}))
 }
 
 // TestObserveLink: a link on the way to a protected key, seen by the server
 // before it presents it, protects what its text reaches even when the host
 // swaps it back before the next decision.
 func TestObserveLink(t *testing.T) {
-	root := tree(t, "proj/.git/hooks/", "proj/decoy/hooks/")
+	// A protected entry of the list (git's names follow the repository
+	// rule, which needs no observation: git accepts no gitdir without
+	// HEAD, and one with HEAD is protected wherever it lies).
+	root := tree(t, "proj/cfg/hooks/", "proj/decoy/hooks/")
 	proj := root + "/proj"
-	p := mustCompile(t, Spec{Primary: proj, Temp: []string{}})
-	p.ObserveLink(proj+"/.git", "decoy") // never on disk
+	p := mustCompile(t, Spec{Primary: proj, Temp: []string{}, Protected: []string{"cfg/hooks"}})
+	p.ObserveLink(proj+"/cfg", "decoy") // never on disk
 	x := proj + "/decoy/hooks/x"
-	assert.Equal(t, denyHooks, p.DecideAt(OpCreate, x, in(t, x)))
-	assert.Equal(t, denyHooks, p.Decide(OpCreate, x))
+	listed := deny(syscall.EACCES, "protected:cfg/hooks")
+	assert.Equal(t, listed, p.DecideAt(OpCreate, x, in(t, x)))
+	assert.Equal(t, listed, p.Decide(OpCreate, x))
 	before := p.prot.cur.Load()
 	p.ObserveLink(proj+"/src", "elsewhere") // not on the way: nothing changes
 	assert.Same(t, before, p.prot.cur.Load())

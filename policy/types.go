@@ -61,12 +61,12 @@ type Spec struct {
 	Outside Access `json:"outside,omitempty" yaml:"outside,omitempty"`
 }
 
-// DefaultProtected are the protected subpaths when Spec.Protected is nil: a
-// write there becomes code execution (hooks) or a config change that runs
-// code. DESIGN.md lists .git/hooks and .git/config; commondir and
-// config.worktree are added because git reads config and hooks through them
-// (gitrepository-layout(5)), so either would lead around the first two.
-var DefaultProtected = []string{".git/hooks", ".git/config", ".git/commondir", ".git/config.worktree"}
+// DefaultProtected are the protected subpaths when Spec.Protected is nil:
+// none. What git executes (config, config.worktree, commondir and hooks in
+// every git directory, and what configs name) is protected by the
+// repository rule (git.go) whatever the list says; the list is for other
+// paths (".env").
+var DefaultProtected = []string{}
 
 // Op is a file system operation, as policy classifies it.
 type Op uint8
@@ -129,7 +129,7 @@ func (o Op) IsWrite() bool { return o != OpRead }
 
 // Decision is the answer to one question. Errno is 0 when Allow is true.
 // Rule names the rule that decided, e.g. "primary:read-write",
-// "protected:.git/hooks", "outside:read-only", "root:none", "device".
+// "protected:git:.git/hooks", "outside:read-only", "root:none", "device".
 type Decision struct {
 	Allow bool
 	Errno syscall.Errno

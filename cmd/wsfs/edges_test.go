@@ -1,13 +1,10 @@
 package main
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/wsfs/wsfs/policy"
 )
 
 // A second wsfs mount over a live one is refused naming the mount (not "not
@@ -36,11 +33,10 @@ func TestMountOverLiveMountAndRelativeUnmount(t *testing.T) {
 
 // Help texts name the real defaults.
 func TestHelpNamesDefaults(t *testing.T) {
-	defaults := strings.Join(policy.DefaultProtected, ", ")
 	for _, verb := range [][]string{{"mount"}, {"session", "create"}} {
 		out, _, code := cli(t, append(verb, "--help")...)
 		require.Equal(t, 0, code)
-		assert.Contains(t, out, "in addition to the defaults "+defaults, verb)
+		assert.Contains(t, out, "git's config, config.worktree, commondir, hooks in every git directory are always protected", verb)
 	}
 	out, _, _ := cli(t, "mount", "--help")
 	assert.Contains(t, out, "(0: 1m0s while host changes are watched, else 1s)")

@@ -165,7 +165,15 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 			return apiFailure(cmd, err)
 		}
 	}
+	// The jail hides the socket's directory by its absolute, physical path
+	// (a relative --socket is the caller's, resolved against its cwd).
 	socketDir := filepath.Dir(c.Socket())
+	if a, err := filepath.Abs(socketDir); err == nil {
+		socketDir = a
+	}
+	if p, err := identity.Canonical(socketDir); err == nil {
+		socketDir = p
+	}
 	defer c.Close()
 
 	env := setEnv(os.Environ(), "WSFS_SESSION", id)
@@ -306,7 +314,9 @@ func execFailure(cmd *cobra.Command, err error) error {
 // jailSpec returns the jail of session s (without Args, Env and Cwd): the
 // session's mount at its physical root; each additional root with access
 // through its host view directory (an error when s has no host view
-// mounted: a root is never bound directly, without its policy); the temp directory and writable directly; none roots, the
+// mounted: a root is never bound directly, without its policy); the temp
+// directory writable directly when the policy lets the session write it
+// (read-only otherwise: a read-only session), each writable directly; none roots, the
 // daemon's state, socket and mount base directories and every other
 // session's root, mountpoint and temp directory hidden (but those inside
 // this session's views, which its policy decides). A working directory
@@ -328,6 +338,11 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 		}
 	}
 	pol, _ := policy.Compile(mounts.PolicySpec(&s.Policy))
+	if pol == nil || !pol.Decide(policy.OpCreate, filepath.Join(s.TmpDir, "x")).Allow {
+		// The policy decides the temp directory, as through the host view:
+		// a read-only session's jail sees it read-only (EROFS).
+		spec.ReadOnly = append(spec.ReadOnly, s.TmpDir)
+	}
 	if hostView != "" {
 		// The mount presents escaping links as texts into the host view:
 		// it stays at its own path in the jail (inside the hidden mount

@@ -35,7 +35,7 @@ func TestJailSpec(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(proj, ".git"), []byte("gitdir: "+mainGit+"/worktrees/p\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(mainGit, "worktrees/p/commondir"), []byte("../..\n"), 0o644))
 	s := api.Session{ID: "s1", Root: proj, Mountpoint: filepath.Join(base, "mnt/s1"), TmpDir: filepath.Join(base, "state/tmp/s1"),
-		Policy: api.Policy{Primary: proj, Temp: []string{}, Additional: []api.Root{
+		Policy: api.Policy{Primary: proj, Temp: []string{filepath.Join(base, "state/tmp/s1")}, Additional: []api.Root{
 			{Path: mainGit, Access: api.AccessReadWrite},
 			{Path: filepath.Join(base, "secret"), Access: api.AccessNone},
 		}}}
@@ -55,6 +55,13 @@ func TestJailSpec(t *testing.T) {
 	assert.Equal(t, []string{s.TmpDir, filepath.Join(base, "cache")}, spec.Writable)
 	assert.Equal(t, []string{proj}, spec.Backing)
 	assert.Empty(t, spec.ReadOnly)
+	// A read-only session's temp directory is bound read-only, as its
+	// policy says (temp:read-only).
+	ro := s
+	ro.Policy.Mode = api.ModeReadOnly
+	rospec, err := jailSpec(ro, api.WorkDir{}, others, h, filepath.Join(base, "run"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{s.TmpDir}, rospec.ReadOnly)
 	assert.ElementsMatch(t, []string{filepath.Join(base, "secret"), h.StateDir, h.MountBase, filepath.Join(base, "run"),
 		filepath.Join(base, "other"), filepath.Join(base, "mnt/s2"), filepath.Join(base, "state/tmp/s2"),
 		filepath.Join(base, "mnt/s3"), filepath.Join(base, "state/tmp/s3")}, spec.Hidden,
@@ -71,7 +78,7 @@ func TestJailSpecHostView(t *testing.T) {
 	}
 	base := tree(t, "proj/", "ro/", "rw/", "secret/", "out/", "state/tmp/s1/", "mnt/s1/", "mnt/@host/s1/")
 	proj := filepath.Join(base, "proj")
-	spec := api.Policy{Primary: proj, Temp: []string{}, Additional: []api.Root{
+	spec := api.Policy{Primary: proj, Temp: []string{filepath.Join(base, "state/tmp/s1")}, Additional: []api.Root{
 		{Path: filepath.Join(base, "ro"), Access: api.AccessReadOnly},
 		{Path: filepath.Join(base, "rw"), Access: api.AccessReadWrite},
 		{Path: filepath.Join(base, "secret"), Access: api.AccessNone},

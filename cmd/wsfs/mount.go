@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
@@ -84,7 +85,7 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.StringVar(&f.session, "session", "", "session id for logs, [A-Za-z0-9._-]{1,64}")
 	fl.StringVar(&f.mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
 	fl.StringArrayVar(&f.addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
-	fl.StringArrayVar(&f.protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults "+strings.Join(policy.DefaultProtected, ", ")+" (repeatable)")
+	fl.StringArrayVar(&f.protect, "protect", nil, protectHelp)
 	fl.StringVar(&f.symlinks, "symlinks", "contain", "symlink mode: contain, follow")
 	fl.StringVar(&f.hostView, "host-view", "", "host view mountpoint, absolute (default: <mountpoint>@host)")
 	fl.StringVar(&f.policyFile, "policy", "", "policy FILE (JSON or YAML) used as the base")
@@ -156,6 +157,14 @@ type hostViewMount struct {
 // cfg.HostView for the session cfg describes. On error nothing is left.
 func mountHostView(cfg fusefs.Config, allowOther bool) (*hostViewMount, error) {
 	h := &hostViewMount{dir: cfg.HostView}
+	// A dead host view of an earlier wsfs mount of this session (killed,
+	// its mountpoint unmounted by hand) is cleared, as wsfs unmount and a
+	// restarted daemon clear theirs; a live one is left to refuse below.
+	if probeMount(cfg.HostView) == unix.ENOTCONN {
+		if err := fusefs.Unmount(cfg.HostView, false); err != nil {
+			return nil, fmt.Errorf("--host-view %s: clearing the dead host view of an earlier wsfs mount: %v", cfg.HostView, err)
+		}
+	}
 	if err := os.Mkdir(cfg.HostView, 0o755); err == nil {
 		h.created = true
 	} else if !errors.Is(err, fs.ErrExist) {

@@ -51,6 +51,7 @@ const waitLimit = time.Minute
 type mountRun struct {
 	stdout, stderr syncBuffer
 	cancel         func()   // asks it to stop, as SIGTERM
+	kill           func()   // SIGKILL
 	done           chan int // the exit code, once it exited (-1: killed by a signal)
 }
 
@@ -99,6 +100,7 @@ func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 	cmd.Stdout, cmd.Stderr = &m.stdout, &m.stderr
 	require.NoError(t, cmd.Start())
 	m.cancel = func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
+	m.kill = func() { _ = cmd.Process.Kill() }
 	go func() {
 		_ = cmd.Wait()
 		m.done <- cmd.ProcessState.ExitCode()
@@ -195,6 +197,28 @@ func TestMountServes(t *testing.T) {
 	assert.False(t, mounted(t, mnt+"@host"), "no host view left behind")
 	_, err = os.Lstat(mnt + "@host")
 	assert.True(t, errors.Is(err, fs.ErrNotExist), "host view directory removed: %v", err)
+}
+
+// TestMountRestartAfterKill: after kill -9 of wsfs mount and an unmount
+// of the dead mountpoint (fusermount3 -u M), a new wsfs mount on M clears
+// its own dead host view M@host (as wsfs unmount would) and serves.
+func TestMountRestartAfterKill(t *testing.T) {
+	requireFUSE(t)
+	_, proj, mnt, policyFile := mountFixture(t)
+	args := []string{"--root", proj, "--mountpoint", mnt, "--policy", policyFile}
+	m := startMount(t, mnt, args...)
+	require.Equal(t, "mounted "+proj+" at "+mnt+" (host view "+mnt+"@host)\n", m.stdout.String(), m.stderr.String())
+	m.kill()
+	assert.Equal(t, -1, m.wait(t))
+	require.NoError(t, fusefs.Unmount(mnt, false)) // fusermount3 -u M
+	require.True(t, mounted(t, mnt+"@host"), "the dead host view is left")
+
+	m2 := startMount(t, mnt, args...)
+	require.Equal(t, "mounted "+proj+" at "+mnt+" (host view "+mnt+"@host)\n", m2.stdout.String(), m2.stderr.String())
+	b, err := exec.Command("cat", mnt+"@host"+proj+"/src/main.go").CombinedOutput()
+	assert.NoError(t, err, "%s", b)
+	m2.cancel()
+	assert.Equal(t, 0, m2.wait(t), m2.stderr.String())
 }
 
 func TestMountJSONAndReadOnly(t *testing.T) {

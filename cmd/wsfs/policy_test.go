@@ -39,7 +39,7 @@ func TestPolicyCheck(t *testing.T) {
 	assert.Empty(t, errOut)
 	assert.Equal(t, ""+
 		"proj/src/new.go\tallow\t-\tprimary:read-write\n"+
-		"proj/.git/hooks/pre-commit\tdeny\tEACCES\tprotected:.git/hooks\n"+
+		"proj/.git/hooks/pre-commit\tdeny\tEACCES\tprotected:git:.git/hooks\n"+
 		"proj/lout/f\tdeny\tEROFS\tadditional:read-only\n"+
 		"ro/f\tdeny\tEROFS\tadditional:read-only\n"+
 		"secret/x\tdeny\tEACCES\troot:none\n"+
@@ -85,16 +85,12 @@ additional:
     access: none
 temp:
   - %[1]s/tmp
-protected:
-  - .git/hooks
-  - .git/config
-  - .git/commondir
-  - .git/config.worktree
+protected: []
 `, root), out)
 
 	out, errOut, code = cli(t, "policy", "show", "--json", "--policy", file)
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, fmt.Sprintf(`{"mode":"workspace-write","primary":"%[1]s/proj","additional":[{"path":"%[1]s/ro","access":"read-only"},{"path":"%[1]s/secret","access":"none"}],"temp":["%[1]s/tmp"],"protected":[".git/hooks",".git/config",".git/commondir",".git/config.worktree"]}`+"\n", root), out)
+	assert.Equal(t, fmt.Sprintf(`{"mode":"workspace-write","primary":"%[1]s/proj","additional":[{"path":"%[1]s/ro","access":"read-only"},{"path":"%[1]s/secret","access":"none"}],"temp":["%[1]s/tmp"],"protected":[]}`+"\n", root), out)
 
 	t.Run("canonical roots", func(t *testing.T) {
 		dir := tree(t, "real/", "alias -> real")

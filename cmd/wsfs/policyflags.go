@@ -2,11 +2,17 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wsfs/wsfs/policy"
 )
+
+// protectHelp is the --protect flag's help, shared by the verbs that build
+// a policy: git's names need no flag (policy.GitNames, the repository rule).
+var protectHelp = "protect SUBPATH of each writable root (e.g. .env; git's " + strings.Join(policy.GitNames, ", ") +
+	" in every git directory are always protected) (repeatable)"
 
 // policyPatch reads the policy flags every verb that builds or changes a
 // policy shares (`wsfs mount`, `wsfs session create`, `wsfs session

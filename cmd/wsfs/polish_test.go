@@ -60,7 +60,7 @@ func TestPolicyFileErrorsOneForm(t *testing.T) {
 // session resolve --help names every write decision it prints.
 func TestResolveHelpNamesEACCES(t *testing.T) {
 	out, errOut, code := cli(t, "session", "resolve", "--help")
-	if code != 0 || !strings.Contains(out, `"write=EACCES (protected:.git/hooks)"`) || !strings.Contains(out, `"write=EROFS"`) {
+	if code != 0 || !strings.Contains(out, `"write=EACCES (protected:git:.git/hooks)"`) || !strings.Contains(out, `"write=EROFS"`) {
 		t.Fatalf("session resolve --help: %d %q %q", code, out, errOut)
 	}
 }

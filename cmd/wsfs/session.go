@@ -189,7 +189,7 @@ the session object (see "session show").`,
 	fl.StringVar(&mountpoint, "mountpoint", "", "where to mount (default: <mount-base>/ID)")
 	fl.StringVar(&mode, "mode", "", "sandbox mode: read-only, workspace-write (default), full-access")
 	fl.StringArrayVar(&addRoots, "add-root", nil, "additional root PATH=ro|rw|none (repeatable)")
-	fl.StringArrayVar(&protect, "protect", nil, "protect SUBPATH of each writable root, in addition to the defaults "+strings.Join(policy.DefaultProtected, ", ")+" (repeatable)")
+	fl.StringArrayVar(&protect, "protect", nil, protectHelp)
 	fl.StringVar(&symlinks, "symlinks", "", "symlink mode: contain (default, or the parent's), follow")
 	fl.StringVar(&parent, "parent", "", "start in this session's current directory, with its policy (narrowed by the flags above)")
 	fl.StringVar(&cwd, "cwd", "", "start in this directory (relative to the mount root, or absolute)")
@@ -431,7 +431,7 @@ working directory, walked physically from its physical path as in the jail
 (".." at the mount root is the root's parent, not the mount base). Prints one line
 per path: the display path, the physical key, and the write decision
 ("write=allow", or the errno of the denial: "write=EROFS", "write=EACCES"),
-with its rule in parentheses ("write=EACCES (protected:.git/hooks)"),
+with its rule in parentheses ("write=EACCES (protected:git:.git/hooks)"),
 separated by tabs. With --json, one object per line: {"session","path","cwd","display",
 "key","mount_path","read","write"}. Exit code 1 if any path failed.`,
 		Args: minArgs(2, "session ID", "PATH"),

@@ -402,7 +402,7 @@ export interface components {
             allow: boolean;
             /** @description The errno a denial gives (EROFS, EACCES, EXDEV, EPERM). */
             errno?: string;
-            /** @description The rule that decided, e.g. primary:read-write, protected:.git/hooks. */
+            /** @description The rule that decided, e.g. primary:read-write, protected:git:.git/hooks. */
             rule: string;
         };
         Resolution: {
