@@ -51,6 +51,9 @@ func Mount(cfg Config) (*Server, error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("policy: required")
 	}
+	if err := CheckUsers(cfg.Users); err != nil {
+		return nil, err
+	}
 	mode, err := ParseSymlinkMode(string(cfg.Symlinks))
 	if err != nil {
 		return nil, err
@@ -101,7 +104,7 @@ func Mount(cfg Config) (*Server, error) {
 	}
 	m.pol.Store(cfg.Policy)
 	return m.serve(rootFd, &st, serveOpts{
-		mountpoint: cfg.Mountpoint, fsName: root, allowOther: cfg.AllowOther, debug: cfg.Debug,
+		mountpoint: cfg.Mountpoint, fsName: root, allowOther: cfg.AllowOther, users: cfg.Users, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
 	})
 }
@@ -110,6 +113,7 @@ func Mount(cfg Config) (*Server, error) {
 type serveOpts struct {
 	mountpoint, fsName string
 	allowOther, debug  bool
+	users              []uint32 // Config.Users: allow_other and usersGate
 	noWatch            bool
 	entry, attr, neg   time.Duration
 }
@@ -149,7 +153,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			FsName:               o.fsName,
 			Name:                 "wsfs",
 			DirectMount:          os.Geteuid() == 0,
-			AllowOther:           o.allowOther,
+			AllowOther:           o.allowOther || len(o.users) > 0,
 			EnableLocks:          true,
 			EnableSymlinkCaching: true,
 			// ACLs enforced and cached by the kernel (FUSE_POSIX_ACL) only
@@ -181,7 +185,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "noatime")
 	}
 	rootNode.ensureWatched()
-	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil)
+	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil, o.users)
 	if err != nil {
 		if m.watch != nil {
 			m.watch.close()
@@ -197,14 +201,19 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 
 // mountRaw mounts root like go-fuse's fs.Mount, with directories served
 // without OPENDIR round trips (noOpendir) when cacheDirs: only with the
-// watcher are kernel-cached listings safe from host-side changes.
-func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool) (*fuse.Server, error) {
+// watcher are kernel-cached listings safe from host-side changes, and
+// only to root, the server's uid and users when users are given
+// (usersGate, outermost).
+func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool, users []uint32) (*fuse.Server, error) {
 	raw := fs.NewNodeFS(root, opts)
 	if cacheDirs {
 		raw = &noOpendir{RawFileSystem: raw}
 	}
 	if m.passthrough {
 		raw = &backingReply{RawFileSystem: raw, m: m}
+	}
+	if len(users) > 0 {
+		raw = &usersGate{fs: raw, m: m, users: users}
 	}
 	srv, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
