@@ -99,6 +99,18 @@ type Spec struct {
 	// BestEffort runs with what the kernel has when Landlock or the seccomp
 	// filter cannot be applied (a warning on stderr) instead of failing.
 	BestEffort bool
+	// User, when set, is the identity the command runs as (real, effective
+	// and saved uid and gid, no supplementary groups), taken by the helper
+	// stage after the bounding set is emptied and before Landlock (setresuid(2),
+	// setresgid(2), setgroups(2)). Only as root; the mounts must serve the
+	// uid (a session's users).
+	User *User
+}
+
+// User is a uid and gid a jail runs as.
+type User struct {
+	Uid uint32 `json:"uid"`
+	Gid uint32 `json:"gid"`
 }
 
 // FuseSuperMagic is statfs(2)'s f_type of a FUSE mount (linux/magic.h).
@@ -338,6 +350,13 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 	if private {
 		a = append(a, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP")
 	}
+	if s.User != nil {
+		if !private {
+			return nil, errors.New("confine: user: a jail runs as another user only when started by root")
+		}
+		// For the helper stage's setresuid(2) and setresgid(2).
+		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+	}
 	// Hidden places first, so that a writable directory or a view inside
 	// one (the session's temp directory under the state directory) is
 	// bound on top; each tmpfs is made read-only last.
@@ -356,6 +375,7 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 		a = append(a, "--perms", "0555", "--tmpfs", h)
 		hidden = append(hidden, h)
 	}
+	a = append(a, s.passages(hidden)...)
 	for _, v := range sortedViews(s.Views) {
 		a = append(a, "--bind", v.Source, v.Path)
 	}
@@ -398,6 +418,7 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 		Cwd:        s.Cwd,
 		BestEffort: s.BestEffort,
 		Private:    private,
+		User:       s.User,
 	}
 	enc, err := cfg.encode()
 	if err != nil {
@@ -475,6 +496,43 @@ func (s Spec) prepare() (bw, helper string, args []string, err error) {
 	}
 	args, err = s.BwrapArgs(helper)
 	return bw, helper, args, err
+}
+
+// passages returns bwrap's arguments that make, mode 0555, each directory
+// between a hidden tmpfs (one of hidden) and a view, writable or read-only
+// bind inside it, when that tmpfs is the innermost mount around the bind:
+// bwrap would make them 0700, and a jail run as another user (Spec.User)
+// could then not reach its temp directory or a view by its path.
+func (s Spec) passages(hidden []string) []string {
+	var dests []string
+	dests = append(dests, viewPaths(s.Views)...)
+	dests = append(dests, s.Writable...)
+	dests = append(dests, s.ReadOnly...)
+	mounts := append(append(slices.Clone(hidden), viewPaths(s.Views)...), s.Writable...)
+	var out []string
+	made := map[string]bool{}
+	for _, d := range sortedByDepth(dests) {
+		enclosing := ""
+		for _, m := range mounts {
+			if m != d && identity.Within(d, m) && len(m) > len(enclosing) {
+				enclosing = m
+			}
+		}
+		if enclosing == "" || !slices.Contains(hidden, enclosing) {
+			continue
+		}
+		var between []string
+		for x := filepath.Dir(d); x != enclosing; x = filepath.Dir(x) {
+			between = append(between, x)
+		}
+		for i := len(between) - 1; i >= 0; i-- {
+			if x := between[i]; !made[x] {
+				made[x] = true
+				out = append(out, "--perms", "0555", "--dir", x)
+			}
+		}
+	}
+	return out
 }
 
 // viewPaths returns the views' paths.

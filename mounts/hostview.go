@@ -39,7 +39,7 @@ type hostView struct {
 // parent) and mounts the host view there with pol and the session's logger, showing root and the
 // mountpoint mp as links to mp. A stale mount left there by a dead daemon
 // is cleared first. On error nothing is left: no mount, no directory.
-func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger) (*fusefs.Server, error) {
+func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger, users []uint32) (*fusefs.Server, error) {
 	dir := m.hostViewOf(id)
 	if err := clearMount(dir, true, true); err != nil {
 		return nil, fmt.Errorf("host view %s: clear stale mount: %v", dir, err)
@@ -65,6 +65,7 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *sl
 		Links:      map[string]string{root: mp, mp: mp},
 		Logger:     log, // the session's, with its labels
 		Session:    id,
+		Users:      users,
 		// No inotify watcher: a daemon with many sessions would run out of
 		// inotify instances (128 per user by default) at twice the rate;
 		// the host view keeps the short default cache timeouts instead.

@@ -14,23 +14,35 @@ import (
 	"github.com/wsfs/wsfs/policy"
 )
 
-// parentOf returns the compiled policy, symlink mode and allow_write
-// directories of session parent, for a child id. A parent that is unknown
-// or still being created is ErrInvalid; a failed one ErrFailed.
-func (m *Manager) parentOf(id, parent string) (*policy.Policy, fusefs.SymlinkMode, []string, error) {
+// parentOf returns the compiled policy and the record (symlink mode,
+// allow_write directories, users) of session parent, for a child id. A
+// parent that is unknown or still being created is ErrInvalid; a failed one
+// ErrFailed.
+func (m *Manager) parentOf(id, parent string) (*policy.Policy, record, error) {
 	if parent == id {
-		return nil, "", nil, errorf(CodeInvalid, "session %q: parent %q: a session cannot be its own parent", id, parent)
+		return nil, record{}, errorf(CodeInvalid, "session %q: parent %q: a session cannot be its own parent", id, parent)
 	}
 	ps, err := m.locked(parent, true)
 	switch CodeOf(err) {
 	case "":
 	case CodeNotFound:
-		return nil, "", nil, errorf(CodeInvalid, "session %q: parent %q: no such session", id, parent)
+		return nil, record{}, errorf(CodeInvalid, "session %q: parent %q: no such session", id, parent)
 	default:
-		return nil, "", nil, errorf(CodeOf(err), "session %q: parent: %v", id, err)
+		return nil, record{}, errorf(CodeOf(err), "session %q: parent: %v", id, err)
 	}
 	defer ps.mu.Unlock()
-	return ps.pol, ps.rec.Symlinks, ps.rec.AllowWrite, nil
+	return ps.pol, ps.rec, nil
+}
+
+// checkUsers refuses a child's users that its parent does not serve (a
+// sub-session may only narrow its parent).
+func checkUsers(id, parentID string, parentUsers, users []uint32) error {
+	for _, u := range users {
+		if !slices.Contains(parentUsers, u) {
+			return errorf(CodeInvalid, "session %q: users: uid %d: parent %q does not serve it; a sub-session may only narrow its parent's users", id, u, parentID)
+		}
+	}
+	return nil
 }
 
 // checkAllowWrite refuses a child's allow_write directory (written directly

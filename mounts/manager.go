@@ -173,6 +173,7 @@ func (s *session) snapshot() Session {
 		Cwd:        cwdPath(s.rec.Mountpoint, s.hostView, s.cwd),
 		TmpDir:     s.rec.TmpDir,
 		AllowWrite: s.rec.AllowWrite,
+		Users:      slices.Clone(s.rec.Users),
 		Created:    s.rec.Created,
 		State:      StateMounted,
 		Labels:     maps.Clone(s.rec.Labels),

@@ -79,3 +79,19 @@ func mkdirAll(path string, mode os.FileMode) error {
 	}
 	return nil
 }
+
+// makeTmpDir makes a session's private temp directory dir (its parent
+// exists), or keeps the one there: mode 0700 (root's, the daemon's), or 1777
+// (sticky, as /tmp) for a session with users, whose jails run as a listed
+// uid and must write their TMPDIR. dir lies in the daemon's state
+// directory (mode 0700), so outside a jail no other user reaches it.
+func makeTmpDir(dir string, users []uint32) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	mode := os.FileMode(0o700)
+	if len(users) > 0 {
+		mode = 0o777 | os.ModeSticky
+	}
+	return os.Chmod(dir, mode)
+}

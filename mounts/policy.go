@@ -84,14 +84,14 @@ func (m *Manager) checkUnderParent(s *session, id string, pol *policy.Policy) er
 	if s.rec.Parent == "" {
 		return nil
 	}
-	ppol, plinks, _, err := m.parentOf(id, s.rec.Parent)
+	ppol, prec, err := m.parentOf(id, s.rec.Parent)
 	if err != nil {
 		if CodeOf(err) == CodeInvalid {
 			return nil // the parent is gone
 		}
 		return err
 	}
-	return checkNarrower(id, s.rec.Parent, ppol, pol, plinks, s.rec.Symlinks, s.rec.TmpDir)
+	return checkNarrower(id, s.rec.Parent, ppol, pol, prec.Symlinks, s.rec.Symlinks, s.rec.TmpDir)
 }
 
 // applyPolicyLocked compiles spec for s (locked by the caller), writes the

@@ -90,10 +90,10 @@ func checkID(what, id string) error {
 
 // newSessionCreateCmd returns `wsfs session create`.
 func newSessionCreateCmd() *cobra.Command {
-	var root, mountpoint, mode, symlinks, parent, cwd, policyFile string
+	var root, mountpoint, mode, symlinks, parent, cwd, policyFile, usersFlag string
 	var addRoots, protect, allowWrite []string
 	cmd := &cobra.Command{
-		Use:   "create ID --root DIR [--mountpoint DIR] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]... [--symlinks MODE] [--parent ID | --cwd DIR] [--policy FILE] [--allow-write DIR]...",
+		Use:   "create ID --root DIR [--mountpoint DIR] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]... [--symlinks MODE] [--parent ID | --cwd DIR] [--policy FILE] [--allow-write DIR]... [--users UID[,UID...]]",
 		Short: "Create and mount a session",
 		Long: `Create session ID: mount the physical root of --root (symlinks and ".."
 resolved as the kernel does) at --mountpoint (default <mount-base>/ID), with the
@@ -102,6 +102,9 @@ and --protect overriding or adding to it. The working directory starts at the
 mount root, at the --parent session's current directory, or at --cwd (relative
 to the mount root). With --parent, the policy and symlink mode not given here
 are the parent's, and the new session may not be granted more than the parent.
+--users lists the uids besides root that may use the session's mounts (made
+allow_other; every other uid gets EACCES, logged; objects belong to their
+creator); its jails may run as one of them (exec --confine --user UID).
 Prints one line (session, physical root, mountpoint, mode, cwd); with --json
 the session object (see "session show").`,
 		Args: exactArgs(1, "session ID"),
@@ -161,12 +164,16 @@ the session object (see "session show").`,
 				}
 				aw = append(aw, a)
 			}
+			users, err := fusefs.ParseUsers(usersFlag)
+			if err != nil {
+				return errUsage("--%s", err)
+			}
 			c := daemonClient(cmd)
 			defer c.Close()
 			p := mounts.APIPolicy(spec)
 			s, err := c.Create(cmd.Context(), api.CreateRequest{
 				ID: id, Root: rootAbs, Mountpoint: mp, Policy: &p,
-				Symlinks: string(sl), Parent: parent, Cwd: cwd, AllowWrite: aw,
+				Symlinks: string(sl), Parent: parent, Cwd: cwd, AllowWrite: aw, Users: users,
 			})
 			var ae *api.Error
 			if errors.As(err, &ae) && strings.Contains(ae.Message, ": allow_write ") {
@@ -195,6 +202,7 @@ the session object (see "session show").`,
 	fl.StringVar(&cwd, "cwd", "", "start in this directory (relative to the mount root, or absolute)")
 	fl.StringVar(&policyFile, "policy", "", "policy file (JSON or YAML) as a base")
 	fl.StringArrayVar(&allowWrite, "allow-write", nil, "a directory the session's jails (exec --confine) may write directly, e.g. a build cache (repeatable)")
+	fl.StringVar(&usersFlag, "users", "", "uids besides root that may use the session's mounts, comma-separated (allow_other; others get EACCES)")
 	return cmd
 }
 

@@ -331,6 +331,8 @@ export interface components {
             cwd?: string;
             /** @description Directories the session's jails (wsfs exec --confine) may write directly, besides the temp directory (a build cache, say); absolute, existing, neither inside the root nor containing it, not "/". A sub-session's must be writable by its parent. */
             allow_write?: string[];
+            /** @description The uids besides root that may use the session's mount, host view and jail views (a Kubernetes pod's runAsUser, an agent's own user). The mounts are made allow_other and every request of another uid is refused with EACCES, logged as a denial with its uid and pid. Objects belong to their creator. Left out, the session serves root only; a sub-session inherits its parent's and may list no uid the parent does not serve. Not 0, at most 64, no duplicates. */
+            users?: number[];
             /** @description Free-form key/value pairs kept in the record and added to the session's log lines (at most 32; keys 1 to 128 printable ASCII characters without space, quote, backslash or '='; values at most 1024 bytes without control characters). */
             labels?: {
                 [key: string]: string;
@@ -352,10 +354,12 @@ export interface components {
             cwd: string;
             /** @description Its physical path on the host. */
             cwd_physical: string;
-            /** @description The session's private temp directory (mode 0700). */
+            /** @description The session's private temp directory (mode 0700; 1777 for a session with users). */
             tmpdir: string;
             /** @description The directories its jails may write directly (canonical). */
             allow_write?: string[];
+            /** @description The uids the session serves besides root (see CreateRequest.users); the temp directory is then mode 1777. */
+            users?: number[];
             /** @description The labels given at create. */
             labels?: {
                 [key: string]: string;
