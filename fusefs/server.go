@@ -466,14 +466,20 @@ func (s *Server) Policy() *policy.Policy { return s.m.pol.Load() }
 func (s *Server) Watched() bool { return s.m.watch != nil }
 
 // SyncHostChanges returns once every change made on the host before the
-// call has been turned into kernel cache invalidations, so a process started
-// afterwards sees it. A host that writes files itself and then starts a tool
+// call has been turned into kernel cache invalidations, so a process's next
+// operation sees it. A host that writes files itself and then starts a tool
 // in the mount calls it in between; without it a change becomes visible a
-// moment later (the watcher is asynchronous). Without the watcher it returns
-// nil at once: the timeouts then bound staleness. Errors: the barrier could
-// not be placed (inotify limits) or timed out (10 s).
+// moment later (the watcher is asynchronous). With the watcher it is a
+// barrier: a marker directory is made in a private directory watched by the
+// same inotify instance, whose events come in order, and the call returns
+// when the watcher has handled the marker (and so every earlier event).
+// Without the watcher (host views) it drops every entry, attribute and
+// cached page the kernel holds for the mount (the cost grows with the
+// number of inodes the kernel knows there). Errors: the barrier could not be
+// placed (inotify limits), timed out (10 s), or the mount is gone.
 func (s *Server) SyncHostChanges() error {
 	if s.m.watch == nil {
+		invalidateTree(s.rootNode.EmbeddedInode())
 		return nil
 	}
 	return s.m.watch.barrier(10 * time.Second)

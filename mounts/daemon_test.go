@@ -123,6 +123,9 @@ func runHelper(action, path string) int {
 	if action == "jail" {
 		return jailHelper(path)
 	}
+	if action == "probe" {
+		return probeHelper(path)
+	}
 	if action == "hold" {
 		// Hold the working directory until stdin closes.
 		fmt.Println("ready")

@@ -73,6 +73,7 @@ func NewAPI(m *Manager, logger *slog.Logger) *API {
 	a.route("/v1/sessions/{id}/cwd", map[string]handler{http.MethodGet: a.cwd, http.MethodPost: a.chdir})
 	a.route("/v1/sessions/{id}/resolve", map[string]handler{http.MethodGet: a.resolve})
 	a.route("/v1/sessions/{id}/events", map[string]handler{http.MethodGet: a.events})
+	a.route("/v1/sessions/{id}/sync", map[string]handler{http.MethodPost: a.sync})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.finish(w, r, "other", time.Now(), errorf(CodeNotFound, "%s %s: no such API route", r.Method, r.URL.Path))
 	})
@@ -498,6 +499,17 @@ func (a *API) addJail(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, api.Jail{Session: id, PID: int(p.cred.Pid)}, nil
+}
+
+func (a *API) sync(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.m.Sync(r.Context(), id); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.Synced{Session: id}, nil
 }
 
 func (a *API) cwd(r *http.Request) (int, any, error) {

@@ -35,13 +35,50 @@ Exit codes: 0 ok, 2 bad input (codes invalid and too_large, bad flags), 1 any
 other failure (including an unreachable daemon).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve or events)")
+			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve, events or sync)")
 		},
 	}
 	cmd.PersistentFlags().String("socket", client.DefaultSocket(), "the daemon's Unix socket")
 	cmd.AddCommand(newSessionCreateCmd(), newSessionListCmd(), newSessionShowCmd(), newSessionRmCmd(),
-		newSessionPolicyCmd(), newSessionCwdCmd(), newSessionResolveCmd(), newSessionEventsCmd())
+		newSessionPolicyCmd(), newSessionCwdCmd(), newSessionResolveCmd(), newSessionEventsCmd(), newSessionSyncCmd())
 	return cmd
+}
+
+// newSessionSyncCmd returns `wsfs session sync`.
+func newSessionSyncCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "sync ID...",
+		Short: "Wait until every host change made so far is visible in sessions",
+		Long: `Return once every change made on the host before the call (files written by
+the host's own tools, an IDE, a git checkout outside the mount) is visible
+through each session's mount, host view and jail views (POST
+/v1/sessions/{id}/sync). The mount learns of host changes asynchronously (a
+moment later, usually well under a second); a host that writes files itself
+and then hands their paths to a tool in the session runs this in between.
+Prints "synced ID" for each (--json: {"session":ID}). Stops at the first
+failure.`,
+		Args: minArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				if err := checkID("session sync", id); err != nil {
+					return err
+				}
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			for _, id := range args {
+				if err := c.Sync(cmd.Context(), id); err != nil {
+					return apiFailure(cmd, err)
+				}
+				if jsonOutput(cmd) {
+					writeJSON(cmd.OutOrStdout(), api.Synced{Session: id})
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "synced %s\n", id)
+				}
+			}
+			return nil
+		},
+	}
 }
 
 // daemonClient returns a client of the socket named by cmd's --socket flag.

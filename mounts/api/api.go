@@ -235,6 +235,13 @@ type Resolution struct {
 	Write Decision `json:"write"`
 }
 
+// Synced is the body of the answer to POST /v1/sessions/{id}/sync, sent
+// once every host change made before the request is visible through the
+// session's mount, host view and jail views.
+type Synced struct {
+	Session string `json:"session"`
+}
+
 // Health is the body of GET /v1/healthz.
 type Health struct {
 	// Status is "ok".

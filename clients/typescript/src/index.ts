@@ -32,6 +32,7 @@ export type EventList = Schemas["EventList"];
 export type Resolution = Schemas["Resolution"];
 export type Decision = Schemas["Decision"];
 export type Health = Schemas["Health"];
+export type Synced = Schemas["Synced"];
 export type ErrorBody = Schemas["ErrorBody"];
 /** The daemon's error codes, plus `unreachable` (the socket did not answer). */
 export type Code = Schemas["Code"] | "unreachable";
@@ -195,6 +196,16 @@ export class Client {
   /** PATCH /v1/sessions/{id}/policy: change some fields of the policy, live. */
   patchPolicy(id: string, patch: PolicyPatch): Promise<Answer<"patchPolicy", 200>> {
     return this.#call("PATCH", sessionPath(id, "/policy"), 200, patch);
+  }
+
+  /**
+   * POST /v1/sessions/{id}/sync: resolves once every change the host made
+   * before the call is visible through the session's mount, host view and
+   * jail views. Call it after writing files yourself and before handing
+   * their paths to a tool in the session.
+   */
+  sync(id: string): Promise<Answer<"syncSession", 200>> {
+    return this.#call("POST", sessionPath(id, "/sync"), 200, {});
   }
 
   /** GET /v1/sessions/{id}/cwd: the working directory, validated. */

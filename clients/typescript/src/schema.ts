@@ -174,6 +174,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/sync": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Wait until every host change made before the call is visible in the session.
+         * @description The sync barrier: answers once every change made on the host (by
+         *     the host's own file tools, an IDE, `git checkout` outside the
+         *     mount) before the request is visible through the session's mount,
+         *     its host view and its jail views. The mount's watcher turns host
+         *     changes into kernel cache invalidations asynchronously; the daemon
+         *     makes a marker that the watcher must pass (the inotify queue is
+         *     ordered) and answers when it has. A host that writes files itself
+         *     calls it before it hands their paths to a tool in the session.
+         *     The body, when given, is an empty object.
+         */
+        post: operations["syncSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/cwd": {
         parameters: {
             query?: never;
@@ -432,6 +463,9 @@ export interface components {
             state_dir?: string;
             /** @description The daemon's canonical mount base (a jail hides it). */
             mount_base?: string;
+        };
+        Synced: {
+            session: string;
         };
         Jail: {
             session: string;
@@ -774,6 +808,39 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Jail"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    syncSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Every earlier host change is visible. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Synced"];
                 };
             };
             400: components["responses"]["Invalid"];

@@ -98,6 +98,11 @@ describe("wsfs client", { skip: skip || false }, () => {
     assert.equal(ro.mode, "read-only");
     assert.equal((await c.resolve("s1", "x")).write.errno, "EROFS");
 
+    writeFileSync(path.join(root, "docs", "host-made"), "host\n");
+    assert.deepEqual(await c.sync("s1"), { session: "s1" });
+    assert.equal(readFileSync(path.join(s.mountpoint, "docs", "host-made"), "utf8"), "host\n");
+    assert.equal((await refusal(c.sync("nope"))).code, "not_found");
+
     const events = await c.events("s1");
     assert.equal(events.length, 1);
     assert.deepEqual(
