@@ -174,7 +174,7 @@ func (m *Manager) hiddenFor(id string) []string {
 		}
 	}
 	for other, root := range m.roots {
-		if other != id {
+		if other != id && !SystemDir(root) {
 			hidden = append(hidden, root)
 		}
 	}

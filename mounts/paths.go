@@ -95,3 +95,25 @@ func makeTmpDir(dir string, users []uint32) error {
 	}
 	return os.Chmod(dir, mode)
 }
+
+// systemDirs are the directories every process needs to run (binaries,
+// the dynamic loader and libraries, /etc's passwd, ld.so.cache and
+// resolv.conf).
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// SystemDir reports whether the canonical path p is, contains or lies
+// inside a system directory (/usr, /bin, /sbin, /lib, /lib32, /lib64,
+// /libx32, /etc; "/" contains them all). A session root there is not
+// hidden from other sessions (their host views and jails show it
+// read-only, as the host has it): hiding it would take the loader, the
+// libraries or the very binary away from every other session's jail.
+// What such a session may do is its own policy's to decide, as for any
+// root.
+func SystemDir(p string) bool {
+	for _, d := range systemDirs {
+		if identity.Within(p, d) || identity.Within(d, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -404,13 +404,18 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 
 // jailHidden returns what session s's jail hides besides its none roots:
 // the daemon's state, mount base and socket directories and every other
-// session's root, mountpoint and temp directory.
+// session's root (but one at a system directory, mounts.SystemDir, shown
+// read-only as the host has it), mountpoint and temp directory.
 func jailHidden(s api.Session, others []api.Session, h api.Health, socketDir string) []string {
 	hide := []string{h.StateDir, h.MountBase, socketDir}
 	for _, o := range others {
-		if o.ID != s.ID {
-			hide = append(hide, o.Root, o.Mountpoint, o.TmpDir)
+		if o.ID == s.ID {
+			continue
 		}
+		if !mounts.SystemDir(o.Root) {
+			hide = append(hide, o.Root)
+		}
+		hide = append(hide, o.Mountpoint, o.TmpDir)
 	}
 	return hide
 }
