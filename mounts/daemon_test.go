@@ -202,8 +202,8 @@ func startDaemon(t testing.TB, dir string) *daemon {
 }
 
 // startDaemonAt is startDaemon with the state directory and mount base
-// given (both under dir).
-func startDaemonAt(t testing.TB, dir, stateDir, mountBase string) *daemon {
+// given (both under dir), and extra flags for wsfs serve.
+func startDaemonAt(t testing.TB, dir, stateDir, mountBase string, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{
 		t: t, dir: dir,
@@ -212,7 +212,7 @@ func startDaemonAt(t testing.TB, dir, stateDir, mountBase string) *daemon {
 		mountBase: mountBase,
 		done:      make(chan struct{}),
 	}
-	d.cmd = exec.Command(wsfsBin, "serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase)
+	d.cmd = exec.Command(wsfsBin, append([]string{"serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase}, extra...)...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -57,9 +57,9 @@ func isDir(path string) bool {
 // narrowed by the process umask (only fusefs.Mount sets the umask to 0): the
 // mount base must stay searchable by the users of --allow-other sessions
 // whatever umask the daemon was started with. Existing directories keep
-// their mode.
-func mkdirAll(path string, mode os.FileMode) error {
-	var made []string
+// their mode. It returns the directories it made, innermost first (for an
+// undo).
+func mkdirAll(path string, mode os.FileMode) (made []string, err error) {
 	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			break
@@ -70,14 +70,14 @@ func mkdirAll(path string, mode os.FileMode) error {
 		}
 	}
 	if err := os.MkdirAll(path, mode); err != nil {
-		return err
+		return made, err
 	}
 	for _, p := range made {
 		if err := os.Chmod(p, mode); err != nil {
-			return err
+			return made, err
 		}
 	}
-	return nil
+	return made, nil
 }
 
 // makeTmpDir makes a session's private temp directory dir (its parent
@@ -116,4 +116,13 @@ func SystemDir(p string) bool {
 		}
 	}
 	return false
+}
+
+// reversed returns a copy of s, last first.
+func reversed(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[len(s)-1-i] = x
+	}
+	return out
 }

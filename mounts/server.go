@@ -218,27 +218,45 @@ func (a *API) Serve(ctx context.Context, l net.Listener) error {
 	return err
 }
 
+// CheckSocket refuses a socket path Listen would refuse, without making
+// anything: a relative path (ErrInvalid), something there that is not a
+// socket (ErrInvalid), a socket a daemon answers on (ErrExists). stale is
+// true when a socket nobody answers on is there (Listen replaces it). A
+// daemon calls it before it makes its directories, so that a refused start
+// leaves none behind.
+func CheckSocket(path string) (stale bool, err error) {
+	if !filepath.IsAbs(path) {
+		return false, errorf(CodeInvalid, "socket %q: must be an absolute path", path)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false, nil
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return false, errorf(CodeInvalid, "socket %q: exists and is not a socket", path)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return false, errorf(CodeExists, "socket %q: another daemon is listening on it", path)
+	}
+	return true, nil
+}
+
 // Listen creates the API's Unix socket at path with mode 0600, without a
 // window in which it has another mode (it is made in a private directory,
 // then renamed into place). A stale socket at path (nobody answers) is
 // replaced; a live one is an ErrExists. The caller removes path after
 // closing the listener.
 func Listen(path string) (*net.UnixListener, error) {
-	if !filepath.IsAbs(path) {
-		return nil, errorf(CodeInvalid, "socket %q: must be an absolute path", path)
+	stale, err := CheckSocket(path)
+	if err != nil {
+		return nil, err
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, errorf(CodeInvalid, "socket %q: %v", path, identity.ErrnoText(err))
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, errorf(CodeInvalid, "socket %q: exists and is not a socket", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, errorf(CodeExists, "socket %q: another daemon is listening on it", path)
-		}
+	if stale {
 		if err := os.Remove(path); err != nil {
 			return nil, errorf(CodeInvalid, "socket %q: remove stale socket: %v", path, identity.ErrnoText(err))
 		}
@@ -575,6 +593,19 @@ func (a *API) events(r *http.Request) (int, any, error) {
 // returns no body.
 func (a *API) serveMetrics(r *http.Request) (int, any, error) {
 	return http.StatusOK, metricsText(a.render()), nil
+}
+
+// MetricsHandler serves text() (Prometheus text format 0.0.4) on GET and
+// HEAD, any path (mount it at /metrics); other methods get 405.
+func MetricsHandler(text func() string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		io.WriteString(w, text())
+	})
 }
 
 // Metrics returns the metrics exposition of GET /v1/metrics (Prometheus

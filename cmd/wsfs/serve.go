@@ -40,9 +40,9 @@ func defaultMountBase(socket string) string {
 
 // newServeCmd returns the `wsfs serve` verb.
 func newServeCmd() *cobra.Command {
-	var socket, stateDir, mountBase, logLevel string
+	var socket, stateDir, mountBase, logLevel, metricsAddr string
 	cmd := &cobra.Command{
-		Use:   "serve [--socket PATH] [--state-dir DIR] [--mount-base DIR]",
+		Use:   "serve [--socket PATH] [--state-dir DIR] [--mount-base DIR] [--metrics-address ADDR]",
 		Short: "Run the session daemon: many session mounts behind a Unix-socket JSON API",
 		Long: `Run the wsfs daemon in the foreground. It mounts every session recorded in
 the state directory again (clearing dead mounts first), then answers the JSON
@@ -50,6 +50,13 @@ API (docs/api.md) on the Unix socket, created with mode 0600; requests from
 another uid are refused (403).
 
 Logs go to stderr; the line "msg=serving" says the socket answers.
+
+--metrics-address HOST:PORT or unix:///PATH (mode 0600) also serves GET
+/metrics (the metrics of GET /v1/metrics) there, without the socket's peer
+check, for a Prometheus that cannot reach the 0600 API socket.
+
+A refused start (a live socket, a state directory in use, a bad path)
+leaves no directory or file behind.
 
 SIGTERM or SIGINT: stop accepting, finish the requests in flight, unmount every
 session (records stay, so the next start mounts them again), remove the
@@ -60,7 +67,7 @@ Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
 $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd, socket, stateDir, mountBase, logLevel)
+			return runServe(cmd, socket, stateDir, mountBase, logLevel, metricsAddr)
 		},
 	}
 	fl := cmd.Flags()
@@ -68,14 +75,19 @@ $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 	fl.StringVar(&stateDir, "state-dir", defaultStateDir(), "directory of session records and event logs")
 	fl.StringVar(&mountBase, "mount-base", "", "parent directory of default mountpoints (default: the socket's directory + /mnt)")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringVar(&metricsAddr, "metrics-address", "", "also serve /metrics on HOST:PORT or unix:///PATH (default: off)")
 	return cmd
 }
 
 // runServe runs the daemon until SIGTERM or SIGINT.
-func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) error {
+func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel, metricsAddr string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return errUsage("--log-level %q: want debug, info, warn or error", logLevel)
+	}
+	ml, err := parseMetricsAddress(metricsAddr)
+	if err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	for _, p := range []*string{&socket, &stateDir, &mountBase} {
@@ -97,6 +109,10 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	// A live socket refuses the start before any directory is made.
+	if _, err := mounts.CheckSocket(socket); err != nil {
+		return serveInputErr(err)
+	}
 	m, err := mounts.New(mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
 		Hidden: []string{socket}}) // the socket: hidden from every host view
 	if err != nil {
@@ -108,6 +124,14 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 		return serveInputErr(err)
 	}
 	defer os.Remove(socket)
+	api := mounts.NewAPI(m, logger)
+	stopMetrics, err := ml.serve(mounts.MetricsHandler(api.Metrics), logger)
+	if err != nil {
+		l.Close()
+		m.Close(context.Background())
+		return err
+	}
+	defer stopMetrics()
 
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
@@ -124,7 +148,6 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 		logger.Error("recover", "err", err)
 	}
 	logger.Info("serving", "socket", socket, "state_dir", m.StateDir(), "mount_base", m.MountBase(), "sessions", m.Len())
-	api := mounts.NewAPI(m, logger)
 	serveErr := api.Serve(ctx, l)
 	l.Close()
 	closeErr := m.Close(context.Background())
