@@ -51,6 +51,7 @@ const waitLimit = time.Minute
 type mountRun struct {
 	stdout, stderr syncBuffer
 	cancel         func()   // asks it to stop, as SIGTERM
+	kill           func()   // SIGKILL
 	done           chan int // the exit code, once it exited (-1: killed by a signal)
 }
 
@@ -99,6 +100,7 @@ func startMount(t *testing.T, mountpoint string, args ...string) *mountRun {
 	cmd.Stdout, cmd.Stderr = &m.stdout, &m.stderr
 	require.NoError(t, cmd.Start())
 	m.cancel = func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
+	m.kill = func() { _ = cmd.Process.Kill() }
 	go func() {
 		_ = cmd.Wait()
 		m.done <- cmd.ProcessState.ExitCode()
@@ -317,4 +319,23 @@ func TestUnmountBadInput(t *testing.T) {
 	assert.Equal(t, 2, code, "not a mountpoint is bad input")
 	assert.Equal(t, `wsfs: unmount "`+root+`/dir": not a mountpoint`+"\n", errOut)
 	assert.Equal(t, `{"error":{"code":"invalid","message":"unmount \"`+root+`/dir\": not a mountpoint"}}`+"\n", out)
+}
+
+// TestUnmountAfterKilledMount: `wsfs mount` killed (SIGKILL: its mounts
+// left dead), then `wsfs unmount MNT` clears the mount and its host view
+// and leaves no MNT@host directory.
+func TestUnmountAfterKilledMount(t *testing.T) {
+	requireFUSE(t)
+	_, proj, mnt, _ := mountFixture(t)
+	m := startMount(t, mnt, "--root", proj, "--mountpoint", mnt)
+	require.Contains(t, m.stdout.String(), "mounted ")
+	m.kill()
+	assert.Equal(t, -1, m.wait(t))
+	out, errOut, code := cli(t, "unmount", mnt)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "unmounted "+mnt+"\n", out)
+	assert.False(t, mounted(t, mnt), "mount left")
+	assert.False(t, mounted(t, mnt+"@host"), "host view left")
+	_, err := os.Lstat(mnt + "@host")
+	assert.True(t, os.IsNotExist(err), "MNT@host directory left: %v", err)
 }
