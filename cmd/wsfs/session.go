@@ -1,13 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -106,7 +108,9 @@ func apiFailure(cmd *cobra.Command, err error) error {
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", msg)
 	if jsonOutput(cmd) {
-		writeJSON(cmd.OutOrStdout(), map[string]any{"error": errorObject{Code: code, Message: msg}})
+		// The errno the daemon's answer carries (api.ErrorObject.Errno),
+		// as the API gives it.
+		writeJSON(cmd.OutOrStdout(), map[string]any{"error": errorObject{Code: code, Message: msg, Errno: identity.ErrnoName(err)}})
 	}
 	switch api.CodeOf(err) {
 	case api.CodeInvalid, api.CodeTooLarge:
@@ -243,16 +247,59 @@ the session object (see "session show").`,
 	return cmd
 }
 
-// printSession prints s: one line of JSON with --json, else indented JSON.
+// The session verbs' one output convention: text for people by default
+// (one line for a verb that changes something, "field: value" lines for
+// show, a table for list), the API's JSON object on one line with --json.
+
+// printSession prints s for `session show`: one line of JSON with --json,
+// else one "field: value" line per field that is set.
 func printSession(cmd *cobra.Command, s api.Session) {
 	if jsonOutput(cmd) {
 		writeJSON(cmd.OutOrStdout(), s)
 		return
 	}
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(s)
+	w := cmd.OutOrStdout()
+	field := func(name, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%s: %s\n", name, v)
+		}
+	}
+	field("id", s.ID)
+	field("state", s.State)
+	field("error", s.Error)
+	field("origin", s.Origin)
+	field("root", s.Root)
+	field("mountpoint", s.Mountpoint)
+	field("policy", policyText(s.Policy))
+	field("symlinks", s.Symlinks)
+	field("parent", s.Parent)
+	field("cwd", s.Cwd)
+	field("cwd_physical", s.CwdPhysical)
+	field("tmpdir", s.TmpDir)
+	field("allow_write", strings.Join(s.AllowWrite, " "))
+	if len(s.Users) > 0 {
+		field("users", strings.Trim(fmt.Sprint(s.Users), "[]"))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+		field("label "+k, s.Labels[k])
+	}
+	field("created", s.Created.Format(time.RFC3339Nano))
+}
+
+// policyText is a policy on one line: the mode, each additional root as
+// PATH=ACCESS, the outside when set, the protected subpaths.
+func policyText(p api.Policy) string {
+	parts := []string{p.Mode}
+	for _, r := range p.Additional {
+		parts = append(parts, r.Path+"="+r.Access)
+	}
+	if p.Outside != "" {
+		parts = append(parts, "outside="+p.Outside)
+	}
+	if len(p.Protected) > 0 {
+		parts = append(parts, "protected "+strings.Join(p.Protected, ","))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // newSessionListCmd returns `wsfs session list`.
@@ -292,12 +339,13 @@ ROOT), or with --json as {"sessions":[...]}.`,
 func newSessionShowCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
-		Short: "Print a session as a JSON object",
-		Long: `Print session ID as a JSON object: id, origin (the root as given), root
-(physical), mountpoint, mode, policy, symlinks, parent, cwd (as last set: the
-path processes use, inside the mount or, outside the root, inside the
-session's host view), cwd_physical, tmpdir, created, state ("mounted" or "failed") and
-error. Indented, or one line with --json.`,
+		Short: "Print a session",
+		Long: `Print session ID, one "field: value" line each: id, state ("mounted" or
+"failed"), error, origin (the root as given), root (physical), mountpoint,
+policy (mode, additional roots, protected subpaths), symlinks, parent, cwd (as
+last set: the path processes use, inside the mount or, outside the root,
+inside the session's host view), cwd_physical, tmpdir, allow_write, users,
+labels, created. With --json the API's session object on one line.`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkID("session show", args[0]); err != nil {
@@ -374,8 +422,8 @@ session's root) the whole policy is replaced by FILE with the flags below
 applied to it. Without a file the flags change the policy in force:
 --mode replaces the mode, --add-root adds a root or changes the access of
 one naming the same directory, --protect adds a protected subpath. A policy
-that does not compile is refused and the old one stays in force. Prints the
-session.`,
+that does not compile is refused and the old one stays in force. Prints one
+line (session, the policy in force); with --json the session object.`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkID("session policy", args[0]); err != nil {
@@ -403,7 +451,11 @@ session.`,
 			if err != nil {
 				return apiFailure(cmd, err)
 			}
-			printSession(cmd, s)
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), s)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "session %s: policy %s\n", s.ID, policyText(s.Policy))
 			return nil
 		},
 	}
