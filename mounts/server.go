@@ -23,6 +23,7 @@ import (
 	"github.com/wsfs/wsfs/docs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts/api"
+	"github.com/wsfs/wsfs/policy"
 )
 
 // MaxBodyBytes is the largest request body the API reads (1 MiB); a larger
@@ -330,6 +331,10 @@ func decodeBody(r *http.Request, v any) error {
 			where = fmt.Sprintf("field %q", te.Field)
 		}
 		return errorf(CodeInvalid, "request body: %s: want %s, got a JSON %s", where, jsonWant(te.Type), te.Value)
+	}
+	if path, key, _, ok := policy.UnknownJSONField(raw, reflect.TypeOf(v)); ok && path != "" {
+		// encoding/json names the key only: say where it is.
+		return errorf(CodeInvalid, "request body: unknown field %q in %s", key, path)
 	}
 	return errorf(CodeInvalid, "request body: %v", err)
 }
