@@ -1,7 +1,6 @@
 package mounts_test
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,20 +35,7 @@ func TestParentNarrowsChildLive(t *testing.T) {
 	loop := exec.Command(wsfsBin, "exec", "--session", "kid", "--", "bash", "--noprofile", "--norc", "-c",
 		`while read -r n; do if err=$(exec 2>&1; echo "$n" > "f$n"); then echo "ok $n"; else echo "fail $n $err"; fi; done`)
 	loop.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket, "LC_ALL=C")
-	in, err := loop.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := loop.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop.Stderr = os.Stderr
-	if err := loop.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); loop.Wait() })
-	out := bufio.NewReader(outPipe)
+	in, out := startPiped(t, loop)
 	step := func(n int) string {
 		t.Helper()
 		fmt.Fprintf(in, "%d\n", n)

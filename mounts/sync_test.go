@@ -86,11 +86,10 @@ type probe struct {
 	out *bufio.Reader
 }
 
-// startProbe starts probeHelper on dir in a child copy of the test binary.
-func startProbe(t testing.TB, dir string) *probe {
+// startPiped starts cmd (its stderr this process's) with pipes to its
+// stdin and from its stdout; Cleanup closes stdin and waits for it.
+func startPiped(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], dir)
-	cmd.Env = append(os.Environ(), helperEnv+"=probe")
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -104,7 +103,16 @@ func startProbe(t testing.TB, dir string) *probe {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	return &probe{in: in, out: bufio.NewReader(out)}
+	return in, bufio.NewReader(out)
+}
+
+// startProbe starts probeHelper on dir in a child copy of the test binary.
+func startProbe(t testing.TB, dir string) *probe {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], dir)
+	cmd.Env = append(os.Environ(), helperEnv+"=probe")
+	in, out := startPiped(t, cmd)
+	return &probe{in: in, out: out}
 }
 
 // ask runs round i in the probe and returns its answer.

@@ -1,8 +1,6 @@
 package mounts_test
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,17 +18,7 @@ func asUID(t *testing.T, uid uint32, script string) result {
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("bash as %d: %v", uid, err)
-	}
-	return result{stdout: o.String(), stderr: e.String(), code: code}
+	return run(t, cmd)
 }
 
 // openUpDirs makes each of dirs and its ancestors searchable by every user.
