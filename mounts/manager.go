@@ -41,6 +41,7 @@ type Manager struct {
 	hidden    []string // Config.Hidden, clean
 	log       *slog.Logger
 	lock      *os.File
+	made      []string // what New made, outermost first (Abandon removes it)
 
 	mu          sync.Mutex
 	sessions    map[string]*session  // published and being created
@@ -158,7 +159,21 @@ func New(cfg Config) (m *Manager, err error) {
 		return nil, errorf(CodeExists, "state directory %s: in use by another wsfs daemon (lock %s: %v)", state, lockPath, err)
 	}
 	m.lock = f
+	m.made = made
 	return m, nil
+}
+
+// Abandon undoes New for a daemon that will not start after all (its socket
+// is taken, say): it releases the state directory's lock and removes the
+// directories and the lock file New made, when they are still empty. Call
+// it instead of Close, before Recover.
+func (m *Manager) Abandon() {
+	if m.lock != nil {
+		m.lock.Close()
+	}
+	for i := len(m.made) - 1; i >= 0; i-- {
+		os.Remove(m.made[i])
+	}
 }
 
 // StateDir returns the canonical state directory.

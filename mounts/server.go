@@ -219,13 +219,15 @@ func (a *API) Serve(ctx context.Context, l net.Listener) error {
 	return err
 }
 
-// CheckSocket refuses a socket path Listen would refuse, without making
+// checkSocket refuses a socket path Listen would refuse, without making
 // anything: a relative path (ErrInvalid), something there that is not a
 // socket (ErrInvalid), a socket a daemon answers on (ErrExists). stale is
 // true when a socket nobody answers on is there (Listen replaces it). A
-// daemon calls it before it makes its directories, so that a refused start
-// leaves none behind.
-func CheckSocket(path string) (stale bool, err error) {
+// socket of a daemon killed a moment ago may still answer (the kernel
+// queues connections until the process is gone): a daemon takes the state
+// directory's lock first (mounts.New), which waits for that, then listens,
+// and on a refusal undoes New (Manager.Abandon).
+func checkSocket(path string) (stale bool, err error) {
 	if !filepath.IsAbs(path) {
 		return false, errorf(CodeInvalid, "socket %q: must be an absolute path", path)
 	}
@@ -249,7 +251,7 @@ func CheckSocket(path string) (stale bool, err error) {
 // replaced; a live one is an ErrExists. The caller removes path after
 // closing the listener.
 func Listen(path string) (*net.UnixListener, error) {
-	stale, err := CheckSocket(path)
+	stale, err := checkSocket(path)
 	if err != nil {
 		return nil, err
 	}

@@ -109,10 +109,6 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel, metrics
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	// A live socket refuses the start before any directory is made.
-	if _, err := mounts.CheckSocket(socket); err != nil {
-		return serveInputErr(err)
-	}
 	m, err := mounts.New(mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
 		Hidden: []string{socket}}) // the socket: hidden from every host view
 	if err != nil {
@@ -120,7 +116,7 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel, metrics
 	}
 	l, err := mounts.Listen(socket)
 	if err != nil {
-		m.Close(context.Background())
+		m.Abandon() // a refused start leaves nothing behind
 		return serveInputErr(err)
 	}
 	defer os.Remove(socket)
@@ -128,7 +124,7 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel, metrics
 	stopMetrics, err := ml.serve(mounts.MetricsHandler(api.Metrics), logger)
 	if err != nil {
 		l.Close()
-		m.Close(context.Background())
+		m.Abandon()
 		return err
 	}
 	defer stopMetrics()
