@@ -43,6 +43,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -94,11 +95,27 @@ type Spec struct {
 	// Bwrap is the bubblewrap binary; "" looks up "bwrap" in $PATH.
 	Bwrap string
 	// Helper is the binary run inside the jail as the helper stage (it must
-	// call Init); "" is this executable.
+	// call Init); "" is this executable (/proc/self/exe). It is opened on
+	// the host and executed in the jail through that descriptor
+	// (/proc/self/fd/N), so its path need not be visible there: a binary
+	// in a hidden directory (beside the daemon's socket), in /tmp, or
+	// built by `go run` and since removed all work.
 	Helper string
 	// BestEffort runs with what the kernel has when Landlock or the seccomp
 	// filter cannot be applied (a warning on stderr) instead of failing.
 	BestEffort bool
+	// User, when set, is the identity the command runs as (real, effective
+	// and saved uid and gid, no supplementary groups), taken by the helper
+	// stage after the bounding set is emptied and before Landlock (setresuid(2),
+	// setresgid(2), setgroups(2)). Only as root; the mounts must serve the
+	// uid (a session's users).
+	User *User
+}
+
+// User is a uid and gid a jail runs as.
+type User struct {
+	Uid uint32 `json:"uid"`
+	Gid uint32 `json:"gid"`
 }
 
 // FuseSuperMagic is statfs(2)'s f_type of a FUSE mount (linux/magic.h).
@@ -313,9 +330,10 @@ func (s Spec) BwrapPath() (string, error) {
 }
 
 // BwrapArgs returns bwrap's arguments for s (without the binary), up to and
-// including "--" and the helper stage's command line. helper is the helper
-// binary's path on the host; it must be readable in the jail (it is, unless
-// hidden: the host's "/" is bound read-only).
+// including "--" and the helper stage's command line. helper is what bwrap
+// executes in the jail as the helper stage: a path that must be visible
+// there, or /proc/self/fd/N for a descriptor bwrap inherits (as Command and
+// Exec pass it).
 func (s Spec) BwrapArgs(helper string) ([]string, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
@@ -338,6 +356,13 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 	if private {
 		a = append(a, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP")
 	}
+	if s.User != nil {
+		if !private {
+			return nil, errors.New("confine: user: a jail runs as another user only when started by root")
+		}
+		// For the helper stage's setresuid(2) and setresgid(2).
+		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+	}
 	// Hidden places first, so that a writable directory or a view inside
 	// one (the session's temp directory under the state directory) is
 	// bound on top; each tmpfs is made read-only last.
@@ -356,6 +381,7 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 		a = append(a, "--perms", "0555", "--tmpfs", h)
 		hidden = append(hidden, h)
 	}
+	a = append(a, s.passages(hidden)...)
 	for _, v := range sortedViews(s.Views) {
 		a = append(a, "--bind", v.Source, v.Path)
 	}
@@ -398,6 +424,7 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 		Cwd:        s.Cwd,
 		BestEffort: s.BestEffort,
 		Private:    private,
+		User:       s.User,
 	}
 	enc, err := cfg.encode()
 	if err != nil {
@@ -414,24 +441,53 @@ func (s Spec) BwrapArgs(helper string) ([]string, error) {
 // other descriptors are not passed. Cancel or kill the returned process to
 // end the whole jail (bwrap's --die-with-parent and the PID namespace take
 // every process in it down).
+//
+// The helper binary is passed as descriptor 3 (ExtraFiles) and executed
+// through /proc/self/fd/3; the returned command holds that *os.File (closed
+// when it is garbage collected, or by the caller through cmd.ExtraFiles
+// after Start).
 func (s Spec) Command() (*exec.Cmd, error) {
-	bw, helper, args, err := s.prepare()
+	f, err := os.Open(s.helperPath())
 	if err != nil {
+		return nil, helperError(err)
+	}
+	const self = "/proc/self/fd/3" // ExtraFiles[0] in the child
+	bw, args, err := s.prepare(self)
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	cmd := exec.Command(bw, args...)
 	if os.Geteuid() == 0 {
 		// bwrap starts from a namespace without the FUSE mounts the jail
-		// does not use (detach.go): the pre-stage, in the helper binary.
-		enc, err := json.Marshal(nsConfig{Keep: s.keepPaths(bw, helper), Hidden: s.Hidden})
+		// does not use (detach.go): the pre-stage, in the helper binary,
+		// executed through the same descriptor (Path is not looked up
+		// here: /proc/self/fd/3 is the child's).
+		enc, err := json.Marshal(nsConfig{Keep: s.keepPaths(bw, s.helperPath()), Hidden: s.Hidden})
 		if err != nil {
+			f.Close()
 			return nil, fmt.Errorf("confine: %w", err)
 		}
-		cmd = exec.Command(helper, append([]string{nsArg, string(enc), "--", bw}, args...)...)
+		cmd = &exec.Cmd{Path: self, Args: append([]string{self, nsArg, string(enc), "--", bw}, args...)}
 	}
+	cmd.ExtraFiles = []*os.File{f}
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd, nil
+}
+
+// helperPath is the helper binary to open: Spec.Helper, or this process's
+// executable through /proc/self/exe (whatever its path, deleted included).
+func (s Spec) helperPath() string {
+	if s.Helper != "" {
+		return s.Helper
+	}
+	return "/proc/self/exe"
+}
+
+// helperError is the error for a helper binary that cannot be opened.
+func helperError(err error) error {
+	return &RefusedDescriptorError{fmt.Sprintf("confine: helper binary: %v (the jail runs it through a descriptor)", err)}
 }
 
 // Exec replaces the calling process with the jail (execve(2) of bwrap):
@@ -440,10 +496,13 @@ func (s Spec) Command() (*exec.Cmd, error) {
 // root, the calling thread then moves to a mount namespace of its own
 // without the FUSE mounts the jail does not use, which bwrap copies. It
 // returns only on failure (the thread may then be in that namespace: exit).
+//
+// The helper binary is opened here (Spec.Helper, or /proc/self/exe) into a
+// descriptor bwrap inherits, and bwrap executes it in the jail through
+// /proc/self/fd/N: its path need not be visible in the jail.
 func (s Spec) Exec() error {
-	bw, helper, args, err := s.prepare()
-	if err != nil {
-		return err
+	if _, _, err := s.prepare("/proc/self/fd/0"); err != nil {
+		return err // bad input, before anything is closed
 	}
 	if err := checkStdio(s.Backing); err != nil {
 		return err
@@ -451,10 +510,18 @@ func (s Spec) Exec() error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("confine: close inherited descriptors: %w", err)
 	}
+	fd, err := unix.Open(s.helperPath(), unix.O_RDONLY, 0) // no O_CLOEXEC: bwrap and the jail inherit it
+	if err != nil {
+		return helperError(err)
+	}
+	bw, args, err := s.prepare("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return err
+	}
 	if os.Geteuid() == 0 {
 		// bwrap starts from a namespace without the FUSE mounts the jail
 		// does not use (detach.go); this thread execs it.
-		if err := isolateMounts(s.keepPaths(bw, helper), s.Hidden); err != nil {
+		if err := isolateMounts(s.keepPaths(bw, s.helperPath()), s.Hidden); err != nil {
 			return fmt.Errorf("confine: %w", err)
 		}
 	}
@@ -462,19 +529,51 @@ func (s Spec) Exec() error {
 	return fmt.Errorf("confine: exec %s: %w", bw, err)
 }
 
-// prepare finds bwrap and the helper and builds the arguments.
-func (s Spec) prepare() (bw, helper string, args []string, err error) {
+// prepare finds bwrap and builds the arguments, with helper as what bwrap
+// executes in the jail.
+func (s Spec) prepare(helper string) (bw string, args []string, err error) {
 	if bw, err = s.BwrapPath(); err != nil {
-		return "", "", nil, err
-	}
-	helper = s.Helper
-	if helper == "" {
-		if helper, err = os.Executable(); err != nil {
-			return "", "", nil, fmt.Errorf("confine: helper: %w", err)
-		}
+		return "", nil, err
 	}
 	args, err = s.BwrapArgs(helper)
-	return bw, helper, args, err
+	return bw, args, err
+}
+
+// passages returns bwrap's arguments that make, mode 0555, each directory
+// between a hidden tmpfs (one of hidden) and a view, writable or read-only
+// bind inside it, when that tmpfs is the innermost mount around the bind:
+// bwrap would make them 0700, and a jail run as another user (Spec.User)
+// could then not reach its temp directory or a view by its path.
+func (s Spec) passages(hidden []string) []string {
+	var dests []string
+	dests = append(dests, viewPaths(s.Views)...)
+	dests = append(dests, s.Writable...)
+	dests = append(dests, s.ReadOnly...)
+	mounts := append(append(slices.Clone(hidden), viewPaths(s.Views)...), s.Writable...)
+	var out []string
+	made := map[string]bool{}
+	for _, d := range sortedByDepth(dests) {
+		enclosing := ""
+		for _, m := range mounts {
+			if m != d && identity.Within(d, m) && len(m) > len(enclosing) {
+				enclosing = m
+			}
+		}
+		if enclosing == "" || !slices.Contains(hidden, enclosing) {
+			continue
+		}
+		var between []string
+		for x := filepath.Dir(d); x != enclosing; x = filepath.Dir(x) {
+			between = append(between, x)
+		}
+		for i := len(between) - 1; i >= 0; i-- {
+			if x := between[i]; !made[x] {
+				made[x] = true
+				out = append(out, "--perms", "0555", "--dir", x)
+			}
+		}
+	}
+	return out
 }
 
 // viewPaths returns the views' paths.

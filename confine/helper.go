@@ -42,6 +42,9 @@ type helperConfig struct {
 	// Private: bwrap kept CAP_SYS_ADMIN so that the helper makes every
 	// mount of the jail private (then drops every capability).
 	Private bool `json:"private,omitempty"`
+	// User is Spec.User: the identity taken after the bounding set is
+	// emptied (bwrap kept CAP_SETUID and CAP_SETGID for it).
+	User *User `json:"user,omitempty"`
 }
 
 func (c helperConfig) encode() (string, error) {
@@ -102,7 +105,7 @@ func runHelper(config string, args []string) int {
 	if err := checkPinned(cfg); err != nil {
 		return fail("%v", err)
 	}
-	if err := dropCapabilities(); err != nil {
+	if err := dropCapabilities(cfg.User); err != nil {
 		return fail("drop capabilities: %v", err)
 	}
 	var sfs unix.Statfs_t
@@ -187,8 +190,10 @@ func checkPinned(cfg helperConfig) error {
 // which needs CAP_SETPCAP: first) and its effective, permitted and
 // inheritable sets (capset(2)), and clears the ambient set, so that no
 // execve(2) from here regains one, even of a set-user-ID root binary or as
-// uid 0 (capabilities(7)).
-func dropCapabilities() error {
+// uid 0 (capabilities(7)). With u, the process takes u's identity between
+// the two (no supplementary groups; every thread: syscall.Setresuid), which
+// needs CAP_SETUID and CAP_SETGID.
+func dropCapabilities(u *User) error {
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
@@ -204,6 +209,17 @@ func dropCapabilities() error {
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
 		return fmt.Errorf("ambient set: %w", err)
+	}
+	if u != nil {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("user %d: setgroups: %w", u.Uid, err)
+		}
+		if err := syscall.Setresgid(int(u.Gid), int(u.Gid), int(u.Gid)); err != nil {
+			return fmt.Errorf("user %d: setresgid %d: %w", u.Uid, u.Gid, err)
+		}
+		if err := syscall.Setresuid(int(u.Uid), int(u.Uid), int(u.Uid)); err != nil {
+			return fmt.Errorf("user %d: setresuid: %w", u.Uid, err)
+		}
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
@@ -279,7 +295,7 @@ func ExecLandlockOnly(s Spec) error {
 		return err
 	}
 	runtime.LockOSThread() // capabilities are per thread: drop them on the one that execs
-	if err := dropCapabilities(); err != nil {
+	if err := dropCapabilities(nil); err != nil {
 		return fmt.Errorf("confine: drop capabilities: %w", err)
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {

@@ -102,8 +102,10 @@ type plugin struct {
 	node csi.NodeClient
 	id   csi.IdentityClient
 
-	mu  sync.Mutex
-	log bytes.Buffer
+	mu     sync.Mutex
+	log    bytes.Buffer
+	logged chan struct{} // closed and replaced (under mu) at each new log line and at exit
+	exited bool
 }
 
 // start runs `wsfs csi` on e (extra flags appended) and returns once it
@@ -112,7 +114,7 @@ func (e *env) start(t testing.TB, extra ...string) *plugin {
 	t.Helper()
 	args := append([]string{"csi", "--endpoint", "unix://" + e.sock, "--node-id", "node-1",
 		"--state-dir", e.state, "--mount-base", e.mnt, "--allowed-roots", e.allowed}, extra...)
-	p := &plugin{t: t, cmd: exec.Command(wsfsBin, args...), done: make(chan struct{})}
+	p := &plugin{t: t, cmd: exec.Command(wsfsBin, args...), done: make(chan struct{}), logged: make(chan struct{})}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +131,8 @@ func (e *env) start(t testing.TB, extra ...string) *plugin {
 			line := sc.Text()
 			p.mu.Lock()
 			p.log.WriteString(line + "\n")
+			close(p.logged)
+			p.logged = make(chan struct{})
 			p.mu.Unlock()
 			if !signalled && strings.Contains(line, "msg=serving") {
 				signalled = true
@@ -139,6 +143,10 @@ func (e *env) start(t testing.TB, extra ...string) *plugin {
 			ready <- false
 		}
 		p.cmd.Wait()
+		p.mu.Lock()
+		p.exited = true
+		close(p.logged)
+		p.mu.Unlock()
 		close(p.done)
 	}()
 	t.Cleanup(p.stop)
@@ -159,6 +167,43 @@ func (e *env) start(t testing.TB, extra ...string) *plugin {
 }
 
 // logText returns the plugin's stderr so far.
+// waitLogLines returns the log lines containing every one of subs once at
+// least n of them have been logged: the plugin writes a log line before it
+// answers the request that caused it, but this process reads its stderr
+// through a pipe, so a line may arrive after the answer. It fails the test
+// when the plugin exits first or after 60 s (a guard, not a
+// synchronization).
+func (p *plugin) waitLogLines(n int, subs ...string) []string {
+	p.t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		p.mu.Lock()
+		var got []string
+		for _, line := range strings.Split(p.log.String(), "\n") {
+			all := line != ""
+			for _, s := range subs {
+				all = all && strings.Contains(line, s)
+			}
+			if all {
+				got = append(got, line)
+			}
+		}
+		ch, exited := p.logged, p.exited
+		p.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		if exited {
+			p.t.Fatalf("wsfs csi exited with %d of %d log lines containing %q:\n%s", len(got), n, subs, p.logText())
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			p.t.Fatalf("after 60s, %d of %d log lines containing %q:\n%s", len(got), n, subs, p.logText())
+		}
+	}
+}
+
 func (p *plugin) logText() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -153,7 +153,7 @@ func TestManifests(t *testing.T) {
 		if v.CSI.Driver != drv.Name {
 			t.Errorf("example volume driver %q, want %q", v.CSI.Driver, drv.Name)
 		}
-		known := []string{wcsi.KeyRoot, wcsi.KeyMode, wcsi.KeyAddRoots, wcsi.KeyProtect, wcsi.KeySymlinks, wcsi.KeySession}
+		known := []string{wcsi.KeyRoot, wcsi.KeyMode, wcsi.KeyAddRoots, wcsi.KeyProtect, wcsi.KeySymlinks, wcsi.KeySession, wcsi.KeyUsers}
 		for k := range v.CSI.VolumeAttributes {
 			if !slices.Contains(known, k) {
 				t.Errorf("example volume attribute %q: unknown to the plugin", k)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/wsfs/wsfs/mounts"
 )
 
 // opBuckets are the upper bounds, in seconds, of the CSI call latency
@@ -103,12 +105,5 @@ func (p *Plugin) Metrics() string {
 
 // MetricsHandler serves Metrics on GET (any path: mount it at /metrics).
 func (p *Plugin) MetricsHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		fmt.Fprint(w, p.Metrics())
-	})
+	return mounts.MetricsHandler(p.Metrics)
 }

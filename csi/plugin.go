@@ -521,7 +521,7 @@ func (p *Plugin) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	for k, val := range v.labels {
 		labels[k] = val
 	}
-	s, err := p.m.Create(ctx, mounts.Spec{ID: v.session, Root: v.root, Policy: v.policy, Symlinks: v.symlinks, Labels: labels})
+	s, err := p.m.Create(ctx, mounts.Spec{ID: v.session, Root: v.root, Policy: v.policy, Symlinks: v.symlinks, Users: v.users, Labels: labels})
 	if err != nil {
 		if mounts.CodeOf(err) == mounts.CodeExists {
 			if other, gerr := p.m.Get(ctx, v.session); gerr == nil && other.Labels[LabelVolume] != vid {

@@ -106,15 +106,7 @@ func TestPublishWriteDenyUnpublish(t *testing.T) {
 			t.Errorf("record label %s = %q, want %q", k, rec.Labels[k], want)
 		}
 	}
-	var denials []string
-	for _, line := range strings.Split(p.logText(), "\n") {
-		if strings.Contains(line, "msg=denied") {
-			denials = append(denials, line)
-		}
-	}
-	if len(denials) < 1 {
-		t.Fatalf("want denial log lines, got %d:\n%s", len(denials), p.logText())
-	}
+	denials := p.waitLogLines(1, "msg=denied")
 	t.Logf("denials:\n%s", strings.Join(denials, "\n"))
 	for _, line := range denials {
 		for _, want := range []string{"csi.storage.k8s.io/pod.name=agent-1", "csi.storage.k8s.io/pod.namespace=agents", "csi.storage.k8s.io/pod.uid=uid-agent-1", "session=" + sid} {

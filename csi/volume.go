@@ -36,6 +36,11 @@ const (
 	KeySymlinks = "symlinks"
 	// KeySession is the session id; default SessionID(volume id).
 	KeySession = "session"
+	// KeyUsers is a comma-separated list of uids besides root that may use
+	// the volume (fusefs.ParseUsers): a pod's runAsUser. The session's
+	// mounts are then allow_other and every other uid gets EACCES, logged.
+	// Default: root only.
+	KeyUsers = "users"
 )
 
 // PodInfoPrefix prefixes the keys kubelet adds to volume_context when the
@@ -97,6 +102,7 @@ type volume struct {
 	root     string // as given
 	policy   policy.Spec
 	symlinks fusefs.SymlinkMode
+	users    []uint32          // KeyUsers
 	labels   map[string]string // pod identity
 	digest   string            // of the attributes (LabelContext)
 }
@@ -107,10 +113,10 @@ func parseContext(volumeID string, vc map[string]string, allowed []string) (volu
 	v := volume{session: SessionID(volumeID), labels: map[string]string{}}
 	for k := range vc {
 		switch {
-		case k == KeyRoot, k == KeyMode, k == KeyAddRoots, k == KeyProtect, k == KeySymlinks, k == KeySession:
+		case k == KeyRoot, k == KeyMode, k == KeyAddRoots, k == KeyProtect, k == KeySymlinks, k == KeySession, k == KeyUsers:
 		case strings.HasPrefix(k, PodInfoPrefix):
 		default:
-			return v, fmt.Errorf("volume attribute %q: unknown (want %s, %s, %s, %s, %s or %s)", k, KeyRoot, KeyMode, KeyAddRoots, KeyProtect, KeySymlinks, KeySession)
+			return v, fmt.Errorf("volume attribute %q: unknown (want %s, %s, %s, %s, %s, %s or %s)", k, KeyRoot, KeyMode, KeyAddRoots, KeyProtect, KeySymlinks, KeySession, KeyUsers)
 		}
 	}
 	if s, ok := vc[KeySession]; ok {
@@ -177,6 +183,10 @@ func parseContext(volumeID string, vc map[string]string, allowed []string) (volu
 		return v, fmt.Errorf("volume attribute %s: %v", KeySymlinks, err)
 	}
 	v.symlinks = sl
+
+	if v.users, err = fusefs.ParseUsers(vc[KeyUsers]); err != nil {
+		return v, fmt.Errorf("volume attribute %v", err) // "users: uid 0: ..."
+	}
 
 	for _, k := range podInfoKeys {
 		if val, ok := vc[k]; ok {

@@ -64,6 +64,12 @@ type Config struct {
 	// AllowOther mounts with allow_other (every mount has
 	// default_permissions).
 	AllowOther bool
+	// Users are the uids besides root and the server's own that may use
+	// the mount (CheckUsers' rule): when given the mount is made
+	// allow_other and every request of another uid is refused with EACCES,
+	// logged and counted as a denial (rule "users:not-listed"). Empty:
+	// AllowOther alone decides (owner-only without it).
+	Users []uint32
 	// NonEmpty allows a non-empty mountpoint.
 	NonEmpty bool
 	// Debug logs every FUSE request (go-fuse's debug output) to stderr.

@@ -49,6 +49,9 @@ type HostViewConfig struct {
 	Symlinks SymlinkMode
 	// AllowOther mounts with allow_other.
 	AllowOther bool
+	// Users are as in Config: a session's host view serves the session's
+	// users.
+	Users []uint32
 	// Logger receives denials and errors; nil means slog.Default().
 	Logger *slog.Logger
 	// Session labels log lines and metrics; may be empty.
@@ -534,6 +537,9 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 	if cfg.Mountpoint == "" {
 		return nil, errors.New("host view mountpoint: required")
 	}
+	if err := CheckUsers(cfg.Users); err != nil {
+		return nil, err
+	}
 	if !filepath.IsAbs(cfg.Mountpoint) {
 		return nil, fmt.Errorf("host view mountpoint %q: must be absolute", cfg.Mountpoint)
 	}
@@ -597,7 +603,7 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 	}
 	m.pol.Store(cfg.Policy)
 	return m.serve(rootFd, &st, serveOpts{
-		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, debug: cfg.Debug,
+		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, users: cfg.Users, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
 		kind: "hostview", keep: cfg.Keep, adopt: cfg.Adopt, transport: cfg.Transport,
 	})

@@ -52,6 +52,9 @@ func Mount(cfg Config) (*Server, error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("policy: required")
 	}
+	if err := CheckUsers(cfg.Users); err != nil {
+		return nil, err
+	}
 	mode, err := ParseSymlinkMode(string(cfg.Symlinks))
 	if err != nil {
 		return nil, err
@@ -109,7 +112,7 @@ func Mount(cfg Config) (*Server, error) {
 	}
 	m.pol.Store(cfg.Policy)
 	return m.serve(rootFd, &st, serveOpts{
-		mountpoint: cfg.Mountpoint, fsName: root, allowOther: cfg.AllowOther, debug: cfg.Debug,
+		mountpoint: cfg.Mountpoint, fsName: root, allowOther: cfg.AllowOther, users: cfg.Users, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
 		kind: "mount", keep: cfg.Keep, adopt: cfg.Adopt, transport: cfg.Transport,
 	})
@@ -119,6 +122,7 @@ func Mount(cfg Config) (*Server, error) {
 type serveOpts struct {
 	mountpoint, fsName string
 	allowOther, debug  bool
+	users              []uint32 // Config.Users: allow_other and usersGate
 	noWatch            bool
 	entry, attr, neg   time.Duration
 	kind               string          // "mount" or "hostview", for the kept state
@@ -166,7 +170,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			FsName:               o.fsName,
 			Name:                 "wsfs",
 			DirectMount:          os.Geteuid() == 0,
-			AllowOther:           o.allowOther,
+			AllowOther:           o.allowOther || len(o.users) > 0,
 			EnableLocks:          true,
 			EnableSymlinkCaching: true,
 			// ACLs enforced and cached by the kernel (FUSE_POSIX_ACL) only
@@ -209,7 +213,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		// bring back (fs/fuse/dev.c fuse_resend walks /dev/fuse's lists).
 		mode = transport.Dev
 	}
-	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil, mode, o.adopt)
+	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil, mode, o.adopt, o.users)
 	if err != nil {
 		if m.watch != nil {
 			m.watch.close()
@@ -249,14 +253,16 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 
 // mountRaw mounts root like go-fuse's fs.Mount, with directories served
 // without OPENDIR round trips (noOpendir) when cacheDirs: only with the
-// watcher are kernel-cached listings safe from host-side changes. The
-// requests come over mode's transport (transport.NewURing decides, and
-// leaves the mount on /dev/fuse when the ring cannot serve it).
+// watcher are kernel-cached listings safe from host-side changes, and
+// only to root, the server's uid and users when users are given
+// (usersGate, outermost). The requests come over mode's transport
+// (transport.NewURing decides, and leaves the mount on /dev/fuse when the
+// ring cannot serve it).
 //
 // With adopt, it serves that connection instead of mounting (fuse.NewServerOnFD
 // with the predecessor's INIT). The server is returned before it serves: the
 // caller restores and keeps state first, then runs Serve.
-func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool, mode transport.Mode, adopt *transport.Conn) (*fuse.Server, error) {
+func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool, mode transport.Mode, adopt *transport.Conn, users []uint32) (*fuse.Server, error) {
 	mode, err := transport.Resolve(mode)
 	if err != nil {
 		return nil, err
@@ -274,6 +280,9 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 		raw = &backingReply{RawFileSystem: raw, m: m}
 	}
 	raw = &keepReply{RawFileSystem: raw, m: m}
+	if len(users) > 0 {
+		raw = &usersGate{fs: raw, m: m, users: users}
+	}
 	var srv *fuse.Server
 	if adopt != nil {
 		srv, err = fuse.NewServerOnFD(raw, adopt.Fuse, mountpoint, &adopt.Meta.Init, &adopt.Meta.InitOut, &opts.MountOptions)
@@ -541,14 +550,20 @@ func (s *Server) Policy() *policy.Policy { return s.m.pol.Load() }
 func (s *Server) Watched() bool { return s.m.watch != nil }
 
 // SyncHostChanges returns once every change made on the host before the
-// call has been turned into kernel cache invalidations, so a process started
-// afterwards sees it. A host that writes files itself and then starts a tool
+// call has been turned into kernel cache invalidations, so a process's next
+// operation sees it. A host that writes files itself and then starts a tool
 // in the mount calls it in between; without it a change becomes visible a
-// moment later (the watcher is asynchronous). Without the watcher it returns
-// nil at once: the timeouts then bound staleness. Errors: the barrier could
-// not be placed (inotify limits) or timed out (10 s).
+// moment later (the watcher is asynchronous). With the watcher it is a
+// barrier: a marker directory is made in a private directory watched by the
+// same inotify instance, whose events come in order, and the call returns
+// when the watcher has handled the marker (and so every earlier event).
+// Without the watcher (host views) it drops every entry, attribute and
+// cached page the kernel holds for the mount (the cost grows with the
+// number of inodes the kernel knows there). Errors: the barrier could not be
+// placed (inotify limits), timed out (10 s), or the mount is gone.
 func (s *Server) SyncHostChanges() error {
 	if s.m.watch == nil {
+		invalidateTree(s.rootNode.EmbeddedInode())
 		return nil
 	}
 	return s.m.watch.barrier(10 * time.Second)

@@ -41,7 +41,7 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap) # wsfs exec --confine's j
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ "${#need[@]}" -gt 0 ]; then
-	echo "ci-setup: installing ${need[*]}"
+	echo "ci-setup: changing this host: installing ${need[*]} (apt-get)"
 	retry "${sudo[@]}" apt-get update -qq
 	retry "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
@@ -50,6 +50,7 @@ fi
 # modprobe may be missing or refused, which is fine when /dev/fuse exists.
 "${sudo[@]}" modprobe fuse >/dev/null 2>&1 || true
 if [ ! -e /dev/fuse ]; then
+	echo "ci-setup: changing this host: creating /dev/fuse (mode 0666)"
 	"${sudo[@]}" mknod -m 0666 /dev/fuse c 10 229 2>/dev/null || true
 fi
 if [ ! -c /dev/fuse ]; then
@@ -61,9 +62,11 @@ fi
 # usual 0666; some images ship 0600) and, for --allow-other, user_allow_other
 # in /etc/fuse.conf (fuse(8)).
 if [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+	echo "ci-setup: changing this host: chmod 0666 /dev/fuse (was $(stat -c %a /dev/fuse))"
 	"${sudo[@]}" chmod 0666 /dev/fuse
 fi
 if ! grep -qx 'user_allow_other' /etc/fuse.conf 2>/dev/null; then
+	echo "ci-setup: changing this host: adding user_allow_other to /etc/fuse.conf"
 	echo user_allow_other | "${sudo[@]}" tee -a /etc/fuse.conf >/dev/null
 fi
 # staticcheck for .ci/run, at the version it pins (STATICCHECK_VERSION).

@@ -7,7 +7,20 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-bash "$repo/hack/ci-setup.sh"
+# What this host needs for the demo, set up by hack/ci-setup.sh, said before
+# it is done (each change is announced again as it is made, and only when
+# needed). WSFS_DEMO_NO_SETUP=1 skips it on a host set up by hand.
+if [ -z "${WSFS_DEMO_NO_SETUP:-}" ]; then
+	cat <<'EOF'
+demo: running hack/ci-setup.sh first. Where this host lacks them it will:
+  - install packages with apt-get (fuse3, git, bubblewrap, nodejs, npm, ...),
+  - load the fuse module, or create /dev/fuse,
+  - make /dev/fuse mode 0666,
+  - add the line user_allow_other to /etc/fuse.conf.
+Set WSFS_DEMO_NO_SETUP=1 to skip this.
+EOF
+	bash "$repo/hack/ci-setup.sh"
+fi
 
 # The demo tree lives outside the temp area (/tmp), which a workspace-write
 # session may write: the "outside" directory must be outside every root.

@@ -563,21 +563,23 @@ func TestBadInputLeavesNothing(t *testing.T) {
 // mount root is physical too: the root's parent, as in the jail (DESIGN.md:
 // relative paths start at the session's physical cwd).
 func TestResolveMountSemantics(t *testing.T) {
-	dir := newDaemonDir(t)
+	dir := outsideDaemonDir(t) // under /var/tmp whatever $TMPDIR is: no host view hides it
 	d := startDaemon(t, dir)
 	ctx := context.Background()
 	root := filepath.Join(dir, "root")
 	mkTree(t, root, "x", "sub/", "ext -> ../outside/in", "dangling -> ../nowhere/f")
 	mkTree(t, filepath.Join(dir, "outside"), "in/", "x")
-	s, err := d.c.Create(ctx, api.CreateRequest{ID: "ms", Root: root})
+	// outside/in is a none root: the refusal below names that rule (the
+	// tree is under /var/tmp, which no host view hides, whatever $TMPDIR).
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "ms", Root: root,
+		Policy: &api.Policy{Additional: []api.Root{{Path: dir + "/outside/in", Access: api.AccessNone}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mp := s.Mountpoint
 	_, err = d.c.Chdir(ctx, "ms", "ext")
 	wantCode(t, "cd ext", err, mounts.CodeInvalid)
-	// The target is readable, but under /tmp, which the host view hides.
-	if want := `session "ms": cd "ext": permission denied: the session may not read ` + dir + `/outside/in (rule hostview:hidden)`; err.Error() != want {
+	if want := `session "ms": cd "ext": permission denied: the session may not read ` + dir + `/outside/in (rule root:none)`; err.Error() != want {
 		t.Fatalf("cd ext: %q, want %q", err, want)
 	}
 	res, err := d.c.Resolve(ctx, "ms", "ext/../x")

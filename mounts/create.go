@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/wsfs/wsfs/fusefs"
@@ -189,7 +190,14 @@ func (c *creation) resolveRoot(ctx context.Context) error {
 func (c *creation) compile(ctx context.Context) error {
 	if c.spec.Parent != "" {
 		var err error
-		if c.parentPol, c.parentLinks, c.parentAllow, err = c.m.parentOf(c.id, c.spec.Parent); err != nil {
+		var prec record
+		if c.parentPol, prec, err = c.m.parentOf(c.id, c.spec.Parent); err != nil {
+			return err
+		}
+		c.parentLinks, c.parentAllow = prec.Symlinks, prec.AllowWrite
+		if c.spec.Users == nil {
+			c.spec.Users = prec.Users
+		} else if err := checkUsers(c.id, c.spec.Parent, prec.Users, c.spec.Users); err != nil {
 			return err
 		}
 		c.spec = inherit(c.spec, c.root, c.parentPol, c.parentLinks)
@@ -199,6 +207,9 @@ func (c *creation) compile(ctx context.Context) error {
 		return errorf(CodeInvalid, "session %q: %v", c.id, err)
 	}
 	c.symlinks = symlinks
+	if err := fusefs.CheckUsers(c.spec.Users); err != nil {
+		return errorf(CodeInvalid, "session %q: %v", c.id, err)
+	}
 	ps := c.spec.Policy
 	if c.parentPol != nil && ps.Temp == nil {
 		// The own temp directory (set once it exists, in mount) is not
@@ -382,7 +393,7 @@ func (c *creation) makeState(ctx context.Context) error {
 	if err := os.RemoveAll(tmpDir); err != nil {
 		return errorf(CodeInternal, "session %q: temp directory %s: %v", id, tmpDir, identity.ErrnoText(err))
 	}
-	if err := os.Mkdir(tmpDir, 0o700); err != nil {
+	if err := makeTmpDir(tmpDir, c.spec.Users); err != nil {
 		return errorf(CodeInternal, "session %q: temp directory %s: %v", id, tmpDir, identity.ErrnoText(err))
 	}
 	c.undo = append(c.undo, func() { os.RemoveAll(tmpDir) })
@@ -417,13 +428,13 @@ func (c *creation) mount(ctx context.Context) error {
 		return errorf(CodeInvalid, "session %q: root %q (physical %s): %v", id, c.origin, root, err)
 	}
 	c.rootID = rootID
-	if _, err := m.mountHostView(id, root, key, c.pol, m.labelled(c.spec.Labels), nil); err != nil {
+	if _, err := m.mountHostView(id, root, key, c.pol, m.labelled(c.spec.Labels), c.spec.Users, nil); err != nil {
 		return errorf(CodeInternal, "session %q: %v", id, err)
 	}
 	c.undo = append(c.undo, func() { m.unmountHostView(id) })
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
-		Logger: m.labelled(c.spec.Labels), Session: id, HostView: m.hostViewOf(id),
+		Logger: m.labelled(c.spec.Labels), Session: id, HostView: m.hostViewOf(id), Users: c.spec.Users,
 		Keep: m.store, Transport: m.transport,
 	})
 	if err != nil {
@@ -472,7 +483,7 @@ func (c *creation) publish(ctx context.Context) error {
 		Version: recordVersion, ID: id, Origin: c.origin, Root: c.root,
 		Mountpoint: c.key, MadeMountpoint: !c.existed, Policy: c.pspec,
 		Symlinks: c.symlinks, Parent: c.spec.Parent, StartCwd: c.startRel,
-		TmpDir: c.tmpDir, AllowWrite: c.allowWrite, Created: time.Now().UTC().Truncate(time.Millisecond),
+		TmpDir: c.tmpDir, AllowWrite: c.allowWrite, Users: slices.Clone(c.spec.Users), Created: time.Now().UTC().Truncate(time.Millisecond),
 		Labels: maps.Clone(c.spec.Labels),
 	}
 	if err := m.writeRecord(rec); err != nil {

@@ -124,6 +124,9 @@ func runHelper(action, path string) int {
 	if action == "jail" {
 		return jailHelper(path)
 	}
+	if action == "probe" {
+		return probeHelper(path)
+	}
 	if action == "hold" {
 		// Hold the working directory until stdin closes.
 		fmt.Println("ready")
@@ -200,8 +203,8 @@ func startDaemon(t testing.TB, dir string) *daemon {
 }
 
 // startDaemonAt is startDaemon with the state directory and mount base
-// given (both under dir).
-func startDaemonAt(t testing.TB, dir, stateDir, mountBase string) *daemon {
+// given (both under dir), and extra flags for wsfs serve.
+func startDaemonAt(t testing.TB, dir, stateDir, mountBase string, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{
 		t: t, dir: dir,
@@ -210,7 +213,7 @@ func startDaemonAt(t testing.TB, dir, stateDir, mountBase string) *daemon {
 		mountBase: mountBase,
 		done:      make(chan struct{}),
 	}
-	d.cmd = exec.Command(wsfsBin, "serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase)
+	d.cmd = exec.Command(wsfsBin, append([]string{"serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase}, extra...)...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

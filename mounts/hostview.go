@@ -44,10 +44,10 @@ type hostView struct {
 // With adopt (Recover), the host view's kept connection is served on
 // instead: its directory is neither looked at nor made (it is that
 // connection's mountpoint), and on error adopt is still the caller's.
-func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger, adopt *transport.Conn) (*fusefs.Server, error) {
+func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger, users []uint32, adopt *transport.Conn) (*fusefs.Server, error) {
 	dir := m.hostViewOf(id)
 	if adopt != nil {
-		return m.serveHostView(id, root, mp, pol, log, adopt)
+		return m.serveHostView(id, root, mp, pol, log, users, adopt)
 	}
 	if err := clearMount(dir, true, true); err != nil {
 		return nil, fmt.Errorf("host view %s: clear stale mount: %v", dir, err)
@@ -66,7 +66,7 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("host view %s: %s", dir, identity.ErrnoText(err))
 	}
-	srv, err := m.serveHostView(id, root, mp, pol, log, nil)
+	srv, err := m.serveHostView(id, root, mp, pol, log, users, nil)
 	if err != nil {
 		os.Remove(dir)
 		return nil, err
@@ -76,7 +76,7 @@ func (m *Manager) mountHostView(id, root, mp string, pol *policy.Policy, log *sl
 
 // serveHostView mounts (or, with adopt, serves on) session id's host view
 // and registers it.
-func (m *Manager) serveHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger, adopt *transport.Conn) (*fusefs.Server, error) {
+func (m *Manager) serveHostView(id, root, mp string, pol *policy.Policy, log *slog.Logger, users []uint32, adopt *transport.Conn) (*fusefs.Server, error) {
 	dir := m.hostViewOf(id)
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
 		Mountpoint: dir,
@@ -85,6 +85,7 @@ func (m *Manager) serveHostView(id, root, mp string, pol *policy.Policy, log *sl
 		Links:      map[string]string{root: mp, mp: mp},
 		Logger:     log, // the session's, with its labels
 		Session:    id,
+		Users:      users,
 		// No inotify watcher: a daemon with many sessions would run out of
 		// inotify instances (128 per user by default) at twice the rate;
 		// the host view keeps the short default cache timeouts instead.
@@ -195,7 +196,7 @@ func (m *Manager) hiddenFor(id string) []string {
 		}
 	}
 	for other, root := range m.roots {
-		if other != id {
+		if other != id && !SystemDir(root) {
 			hidden = append(hidden, root)
 		}
 	}

@@ -8,29 +8,42 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
 )
 
-// parentOf returns the compiled policy, symlink mode and allow_write
-// directories of session parent, for a child id. A parent that is unknown
-// or still being created is ErrInvalid; a failed one ErrFailed.
-func (m *Manager) parentOf(id, parent string) (*policy.Policy, fusefs.SymlinkMode, []string, error) {
+// parentOf returns the compiled policy and the record (symlink mode,
+// allow_write directories, users) of session parent, for a child id. A
+// parent that is unknown or still being created is ErrInvalid; a failed one
+// ErrFailed.
+func (m *Manager) parentOf(id, parent string) (*policy.Policy, record, error) {
 	if parent == id {
-		return nil, "", nil, errorf(CodeInvalid, "session %q: parent %q: a session cannot be its own parent", id, parent)
+		return nil, record{}, errorf(CodeInvalid, "session %q: parent %q: a session cannot be its own parent", id, parent)
 	}
 	ps, err := m.locked(parent, true)
 	switch CodeOf(err) {
 	case "":
 	case CodeNotFound:
-		return nil, "", nil, errorf(CodeInvalid, "session %q: parent %q: no such session", id, parent)
+		return nil, record{}, errorf(CodeInvalid, "session %q: parent %q: no such session", id, parent)
 	default:
-		return nil, "", nil, errorf(CodeOf(err), "session %q: parent: %v", id, err)
+		return nil, record{}, errorf(CodeOf(err), "session %q: parent: %v", id, err)
 	}
 	defer ps.mu.Unlock()
-	return ps.pol, ps.rec.Symlinks, ps.rec.AllowWrite, nil
+	return ps.pol, ps.rec, nil
+}
+
+// checkUsers refuses a child's users that its parent does not serve (a
+// sub-session may only narrow its parent).
+func checkUsers(id, parentID string, parentUsers, users []uint32) error {
+	for _, u := range users {
+		if !slices.Contains(parentUsers, u) {
+			return errorf(CodeInvalid, "session %q: users: uid %d: parent %q does not serve it; a sub-session may only narrow its parent's users", id, u, parentID)
+		}
+	}
+	return nil
 }
 
 // checkAllowWrite refuses a child's allow_write directory (written directly
@@ -158,4 +171,160 @@ func checkNarrower(id, parentID string, parent, child *policy.Policy, parentLink
 		}
 	}
 	return nil
+}
+
+// Children never wider than their parent, at any time (DESIGN.md, "Round
+// 4"): once a session's policy is replaced, each of its sub-sessions whose
+// policy now grants more than the new one is narrowed to fit (narrowSpec),
+// at once, in its record and its mounts, logged per child; then the same
+// for theirs. A narrowing is kept: a later widening of the parent does not
+// widen the child back (widen it explicitly, up to the parent's).
+
+// narrowChildren narrows every sub-session of session id, and theirs,
+// to fit under its parent's policy in force. No lock may be held: each
+// child is locked, then its parent (the order checkUnderParent takes).
+func (m *Manager) narrowChildren(id string) {
+	var kids []string
+	for _, s := range m.published() {
+		s.mu.Lock()
+		if s.rec.Parent == id && !s.gone && s.failed == "" {
+			kids = append(kids, s.rec.ID)
+		}
+		s.mu.Unlock()
+	}
+	slices.Sort(kids)
+	for _, kid := range kids {
+		m.narrowChild(kid)
+		m.narrowChildren(kid)
+	}
+}
+
+// narrowChild narrows session kid to fit under its parent's policy in
+// force, when it grants more.
+func (m *Manager) narrowChild(kid string) {
+	s, err := m.locked(kid, true)
+	if err != nil {
+		return // removed meanwhile
+	}
+	defer s.mu.Unlock()
+	ppol, prec, err := m.parentOf(kid, s.rec.Parent)
+	if err != nil || s.pol == nil {
+		return // the parent is gone: nothing constrains kid
+	}
+	fits := func(p *policy.Policy) error {
+		return checkNarrower(kid, s.rec.Parent, ppol, p, prec.Symlinks, s.rec.Symlinks, s.rec.TmpDir)
+	}
+	why := fits(s.pol)
+	if why == nil {
+		return
+	}
+	spec := narrowSpec(s.rec.Policy, ppol)
+	pspec, pol, err := m.compilePolicy(kid, s.rec.Root, spec, s.rec.TmpDir)
+	if err == nil {
+		err = fits(pol)
+	}
+	if err != nil {
+		// What narrowSpec cannot express (a parent's none root inside the
+		// child's root, say): the child reads its root and nothing else.
+		fence := policy.Spec{Mode: policy.ModeReadOnly, Primary: s.rec.Root, Temp: spec.Temp,
+			Protected: spec.Protected, Outside: policy.AccessNone}
+		for _, r := range spec.Additional {
+			fence.Additional = append(fence.Additional, policy.Root{Path: r.Path, Access: policy.AccessNone})
+		}
+		if pspec, pol, err = m.compilePolicy(kid, s.rec.Root, fence, s.rec.TmpDir); err == nil {
+			if ferr := fits(pol); ferr != nil {
+				m.log.Error("session policy: cannot narrow to fit its parent; fenced", "session", kid, "parent", s.rec.Parent, "err", ferr)
+			}
+		}
+	}
+	if err != nil {
+		m.log.Error("session policy: cannot narrow to fit its parent", "session", kid, "parent", s.rec.Parent, "err", err)
+		return
+	}
+	if _, err := m.swapPolicyLocked(s, kid, pspec, pol); err != nil {
+		m.log.Error("session policy: narrowing to fit its parent", "session", kid, "parent", s.rec.Parent, "err", err)
+		return
+	}
+	m.log.Info("session policy narrowed by its parent", "session", kid, "parent", s.rec.Parent, "mode", pol.Mode(), "was", firstLineOf(why))
+}
+
+// firstLineOf returns err's text up to the first newline.
+func firstLineOf(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+// narrowSpec returns own narrowed to what parent grants: the lower of the
+// two modes (but workspace-write when the parent may write the child's
+// root, as under a read-only parent whose additional root it is), the
+// outside unreachable when the parent's is, the protected subpaths of both,
+// and each additional root of either (those overlapping own's primary
+// aside, which a spec cannot hold) at the lower of the child's access there
+// and the parent's decision. own's temp entries are kept (the session's own
+// temp directory is not the parent's to grant).
+func narrowSpec(own policy.Spec, parent *policy.Policy) policy.Spec {
+	ps := parent.Spec()
+	out := own
+	out.Additional = nil
+	child, err := policy.Compile(own)
+	if err != nil {
+		child = nil
+	}
+	access := func(p *policy.Policy, at string) policy.Access {
+		switch {
+		case p == nil:
+			return policy.AccessNone
+		case p.Decide(policy.OpCreate, at).Allow:
+			return policy.AccessReadWrite
+		case p.Decide(policy.OpRead, at).Allow:
+			return policy.AccessReadOnly
+		}
+		return policy.AccessNone
+	}
+	lower := func(a, b policy.Access) policy.Access {
+		rank := map[policy.Access]int{policy.AccessNone: 0, policy.AccessReadOnly: 1, policy.AccessReadWrite: 2}
+		if rank[a] < rank[b] {
+			return a
+		}
+		return b
+	}
+	mode := own.Mode
+	if mode == "" {
+		mode = policy.ModeWorkspaceWrite
+	}
+	if modeRank(ps.Mode) < modeRank(mode) {
+		mode = ps.Mode
+		if mode == policy.ModeReadOnly && own.Mode != policy.ModeReadOnly && parent.Decide(policy.OpCreate, own.Primary).Allow {
+			mode = policy.ModeWorkspaceWrite
+		}
+	}
+	out.Mode = mode
+	if ps.Outside == policy.AccessNone {
+		out.Outside = policy.AccessNone
+	}
+	prot := own.Protected
+	if prot == nil {
+		prot = policy.DefaultProtected
+	}
+	out.Protected = slices.Clone(prot)
+	for _, p := range ps.Protected {
+		if !slices.Contains(out.Protected, p) {
+			out.Protected = append(out.Protected, p)
+		}
+	}
+	seen := map[string]bool{}
+	add := func(path string) {
+		if seen[path] || identity.Within(path, own.Primary) || identity.Within(own.Primary, path) {
+			return
+		}
+		seen[path] = true
+		out.Additional = append(out.Additional, policy.Root{Path: path, Access: lower(access(child, path), access(parent, path))})
+	}
+	for _, r := range own.Additional {
+		add(r.Path)
+	}
+	for _, r := range ps.Additional {
+		add(r.Path)
+	}
+	return out
 }

@@ -66,7 +66,7 @@ func (m *Manager) ensureJailView(s *session) {
 		if m.makeViewDir(id, dir) {
 			srv, err := fusefs.Mount(fusefs.Config{
 				Root: s.rec.Root, Mountpoint: dir, Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
-				Logger: m.labelled(s.rec.Labels), Session: id, Transport: m.transport,
+				Logger: m.labelled(s.rec.Labels), Session: id, Transport: m.transport, Users: s.rec.Users,
 				// With the watcher, as the session mount: long kernel cache
 				// timeouts made safe by invalidations; both mounts share the
 				// process's inotify instance and each directory's watch.
@@ -100,6 +100,7 @@ func (m *Manager) ensureJailView(s *session) {
 		Symlinks:  fusefs.SymlinksFollow,
 		Logger:    m.labelled(s.rec.Labels),
 		Session:   id,
+		Users:     s.rec.Users,
 		NoWatch:   true, // as the host view
 		Transport: m.transport,
 	})

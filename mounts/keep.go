@@ -119,13 +119,13 @@ func (m *Manager) adoptSession(id string, s *session, rec record) (done bool, er
 		return end(fmt.Errorf("root %s: %v", rec.Root, err))
 	}
 	log := m.labelled(rec.Labels)
-	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, log, hc); err != nil {
+	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, log, rec.Users, hc); err != nil {
 		return end(err)
 	}
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
-		Symlinks: rec.Symlinks, Logger: log, Session: id, HostView: m.hostViewOf(id),
-		Keep: m.store, Adopt: mc,
+		Symlinks: rec.Symlinks, Logger: log, Session: id, HostView: m.hostViewOf(id), Users: rec.Users,
+		Keep: m.store, Adopt: mc, Transport: m.transport,
 	})
 	if err != nil {
 		// The host view serves already: unmounting it ends its

@@ -49,6 +49,7 @@ type Manager struct {
 	// ends them.
 	kept      map[string]*transport.Conn
 	transport transport.Mode // Config.FuseTransport, resolved
+	made      []string // what New made, outermost first (Abandon removes it)
 
 	mu          sync.Mutex
 	sessions    map[string]*session  // published and being created
@@ -88,7 +89,9 @@ type session struct {
 
 // New opens the state directory (taking its lock) and the mount base,
 // making both when missing. It does not mount anything: call Recover next.
-func New(cfg Config) (*Manager, error) {
+// On error it removes every directory and file it made (a refused start
+// leaves nothing behind).
+func New(cfg Config) (m *Manager, err error) {
 	for name, dir := range map[string]string{"state directory": cfg.StateDir, "mount base": cfg.MountBase} {
 		if dir == "" {
 			return nil, errorf(CodeInvalid, "%s: required", name)
@@ -101,10 +104,22 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, errorf(CodeInvalid, "%v", err)
 	}
-	if err := mkdirAll(cfg.StateDir, 0o700); err != nil {
+	var made []string // undone, last first, on error
+	defer func() {
+		if err != nil {
+			for i := len(made) - 1; i >= 0; i-- {
+				os.Remove(made[i])
+			}
+		}
+	}()
+	md, err := mkdirAll(cfg.StateDir, 0o700)
+	made = append(made, reversed(md)...)
+	if err != nil {
 		return nil, errorf(CodeInvalid, "state directory %q: %w", cfg.StateDir, err)
 	}
-	if err := mkdirAll(cfg.MountBase, 0o755); err != nil {
+	md, err = mkdirAll(cfg.MountBase, 0o755)
+	made = append(made, reversed(md)...)
+	if err != nil {
 		return nil, errorf(CodeInvalid, "mount base %q: %w", cfg.MountBase, err)
 	}
 	state, err := identity.Canonical(cfg.StateDir)
@@ -115,7 +130,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, errorf(CodeInvalid, "mount base %q: %w", cfg.MountBase, err)
 	}
-	m := &Manager{
+	m = &Manager{
 		stateDir:    state,
 		sessDir:     filepath.Join(state, "sessions"),
 		tmpBase:     filepath.Join(state, "tmp"),
@@ -138,11 +153,17 @@ func New(cfg Config) (*Manager, error) {
 		m.log = slog.Default()
 	}
 	for _, d := range []string{m.sessDir, m.tmpBase} {
-		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		err := os.Mkdir(d, 0o700)
+		if err == nil {
+			made = append(made, d)
+		} else if !errors.Is(err, os.ErrExist) {
 			return nil, errorf(CodeInternal, "state directory %q: %w", d, err)
 		}
 	}
 	lockPath := filepath.Join(state, "lock")
+	if _, serr := os.Lstat(lockPath); errors.Is(serr, os.ErrNotExist) {
+		made = append(made, lockPath) // removed on error only: another daemon's lock is never touched
+	}
 	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, errorf(CodeInternal, "state directory lock %s: %w", lockPath, err)
@@ -152,7 +173,21 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errorf(CodeExists, "state directory %s: in use by another wsfs daemon (lock %s: %v)", state, lockPath, err)
 	}
 	m.lock = f
+	m.made = made
 	return m, nil
+}
+
+// Abandon undoes New for a daemon that will not start after all (its socket
+// is taken, say): it releases the state directory's lock and removes the
+// directories and the lock file New made, when they are still empty. Call
+// it instead of Close, before Recover.
+func (m *Manager) Abandon() {
+	if m.lock != nil {
+		m.lock.Close()
+	}
+	for i := len(m.made) - 1; i >= 0; i-- {
+		os.Remove(m.made[i])
+	}
 }
 
 // StateDir returns the canonical state directory.
@@ -187,6 +222,7 @@ func (s *session) snapshot() Session {
 		Cwd:        cwdPath(s.rec.Mountpoint, s.hostView, s.cwd),
 		TmpDir:     s.rec.TmpDir,
 		AllowWrite: s.rec.AllowWrite,
+		Users:      slices.Clone(s.rec.Users),
 		Created:    s.rec.Created,
 		State:      StateMounted,
 		Labels:     maps.Clone(s.rec.Labels),
@@ -383,6 +419,8 @@ func (m *Manager) Close(ctx context.Context) error {
 	if m.lock != nil {
 		m.lock.Close()
 	}
-	m.log.Info("sessions unmounted", "count", len(all), "errors", len(errs))
+	if len(all) > 0 {
+		m.log.Info("sessions unmounted", "count", len(all), "errors", len(errs))
+	}
 	return errors.Join(errs...)
 }

@@ -67,8 +67,12 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, spec policy.Spec) (S
 	if err != nil {
 		return Session{}, err
 	}
-	defer s.mu.Unlock()
-	return m.applyPolicyLocked(s, id, spec)
+	out, err := m.applyPolicyLocked(s, id, spec)
+	s.mu.Unlock()
+	if err == nil {
+		m.narrowChildren(id)
+	}
+	return out, err
 }
 
 // PatchPolicy changes some fields of session id's policy (policy.Patch: a
@@ -88,8 +92,12 @@ func (m *Manager) PatchPolicy(ctx context.Context, id string, p policy.Patch) (S
 	if err != nil {
 		return Session{}, err
 	}
-	defer s.mu.Unlock()
-	return m.applyPolicyLocked(s, id, s.rec.Policy.Apply(p))
+	out, err := m.applyPolicyLocked(s, id, s.rec.Policy.Apply(p))
+	s.mu.Unlock()
+	if err == nil {
+		m.narrowChildren(id)
+	}
+	return out, err
 }
 
 // checkUnderParent refuses pol for s (locked by the caller) when s is a
@@ -99,18 +107,19 @@ func (m *Manager) checkUnderParent(s *session, id string, pol *policy.Policy) er
 	if s.rec.Parent == "" {
 		return nil
 	}
-	ppol, plinks, _, err := m.parentOf(id, s.rec.Parent)
+	ppol, prec, err := m.parentOf(id, s.rec.Parent)
 	if err != nil {
 		if CodeOf(err) == CodeInvalid {
 			return nil // the parent is gone
 		}
 		return err
 	}
-	return checkNarrower(id, s.rec.Parent, ppol, pol, plinks, s.rec.Symlinks, s.rec.TmpDir)
+	return checkNarrower(id, s.rec.Parent, ppol, pol, prec.Symlinks, s.rec.Symlinks, s.rec.TmpDir)
 }
 
-// applyPolicyLocked compiles spec for s (locked by the caller), writes the
-// record, then swaps the mount's policy; on error nothing changed.
+// applyPolicyLocked compiles spec for s (locked by the caller), checks it
+// against the parent, writes the record, then swaps the mount's policy; on
+// error nothing changed.
 func (m *Manager) applyPolicyLocked(s *session, id string, spec policy.Spec) (Session, error) {
 	if spec.Temp == nil {
 		spec.Temp = []string{s.rec.TmpDir} // as at Create
@@ -122,6 +131,13 @@ func (m *Manager) applyPolicyLocked(s *session, id string, spec policy.Spec) (Se
 	if err := m.checkUnderParent(s, id, pol); err != nil {
 		return Session{}, err
 	}
+	return m.swapPolicyLocked(s, id, pspec, pol)
+}
+
+// swapPolicyLocked writes pspec (compiled: pol) into s's record (s locked
+// by the caller), then swaps the policy of s's mount, jail view and host
+// views; on error nothing changed.
+func (m *Manager) swapPolicyLocked(s *session, id string, pspec policy.Spec, pol *policy.Policy) (Session, error) {
 	rec := s.rec
 	rec.Policy = pspec
 	if err := m.writeRecord(rec); err != nil {

@@ -10,7 +10,8 @@ import (
 
 // TestREADMEHostExampleGo runs the README's Go host example
 // (hack/examples/host, shown verbatim in README.md) against a daemon: it
-// creates a session, runs ls in it, changes its cwd and removes it.
+// creates a session, writes a file and syncs, runs ls in it confined,
+// changes its cwd and removes it.
 func TestREADMEHostExampleGo(t *testing.T) {
 	dir := newDaemonDir(t)
 	d := startDaemon(t, dir)
@@ -29,10 +30,10 @@ func TestREADMEHostExampleGo(t *testing.T) {
 	mkTree(t, root, "src/", "docs/", ".git/")
 	cmd := exec.Command("go", "run", "./hack/examples/host", root)
 	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket)
+	cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket, "WSFS_BIN="+wsfsBin)
 	out, err := cmd.CombinedOutput()
 	mp := filepath.Join(d.mountBase, "task-1")
-	want := "ran ls in " + mp + ": docs src\ncwd now " + filepath.Join(mp, "src") + " (" + filepath.Join(root, "src") + ")\nremoved task-1\n"
+	want := "ran ls in " + root + ": NOTES docs src\ncwd now " + filepath.Join(mp, "src") + " (" + filepath.Join(root, "src") + ")\nremoved task-1\n"
 	if err != nil || string(out) != want {
 		t.Fatalf("go run ./hack/examples/host: %v\n%s\nwant\n%s", err, out, want)
 	}

@@ -213,7 +213,7 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 			return fail("mountpoint %s: %v", rec.Mountpoint, identity.ErrnoText(err))
 		}
 	}
-	if err := os.MkdirAll(rec.TmpDir, 0o700); err != nil {
+	if err := makeTmpDir(rec.TmpDir, rec.Users); err != nil {
 		return fail("temp directory %s: %v", rec.TmpDir, identity.ErrnoText(err))
 	}
 	pol, err := policy.Compile(rec.Policy)
@@ -224,12 +224,12 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	if err != nil {
 		return fail("root %s: %v", rec.Root, err)
 	}
-	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, m.labelled(rec.Labels), nil); err != nil {
+	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, m.labelled(rec.Labels), rec.Users, nil); err != nil {
 		return fail("%v", err)
 	}
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
-		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id, HostView: m.hostViewOf(id),
+		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id, HostView: m.hostViewOf(id), Users: rec.Users,
 		Keep: m.store, Transport: m.transport,
 	})
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/wsfs/wsfs/docs"
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/mounts/api"
+	"github.com/wsfs/wsfs/policy"
 )
 
 // MaxBodyBytes is the largest request body the API reads (1 MiB); a larger
@@ -73,6 +74,7 @@ func NewAPI(m *Manager, logger *slog.Logger) *API {
 	a.route("/v1/sessions/{id}/cwd", map[string]handler{http.MethodGet: a.cwd, http.MethodPost: a.chdir})
 	a.route("/v1/sessions/{id}/resolve", map[string]handler{http.MethodGet: a.resolve})
 	a.route("/v1/sessions/{id}/events", map[string]handler{http.MethodGet: a.events})
+	a.route("/v1/sessions/{id}/sync", map[string]handler{http.MethodPost: a.sync})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.finish(w, r, "other", time.Now(), errorf(CodeNotFound, "%s %s: no such API route", r.Method, r.URL.Path))
 	})
@@ -217,27 +219,47 @@ func (a *API) Serve(ctx context.Context, l net.Listener) error {
 	return err
 }
 
+// checkSocket refuses a socket path Listen would refuse, without making
+// anything: a relative path (ErrInvalid), something there that is not a
+// socket (ErrInvalid), a socket a daemon answers on (ErrExists). stale is
+// true when a socket nobody answers on is there (Listen replaces it). A
+// socket of a daemon killed a moment ago may still answer (the kernel
+// queues connections until the process is gone): a daemon takes the state
+// directory's lock first (mounts.New), which waits for that, then listens,
+// and on a refusal undoes New (Manager.Abandon).
+func checkSocket(path string) (stale bool, err error) {
+	if !filepath.IsAbs(path) {
+		return false, errorf(CodeInvalid, "socket %q: must be an absolute path", path)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false, nil
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return false, errorf(CodeInvalid, "socket %q: exists and is not a socket", path)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return false, errorf(CodeExists, "socket %q: another daemon is listening on it", path)
+	}
+	return true, nil
+}
+
 // Listen creates the API's Unix socket at path with mode 0600, without a
 // window in which it has another mode (it is made in a private directory,
 // then renamed into place). A stale socket at path (nobody answers) is
 // replaced; a live one is an ErrExists. The caller removes path after
 // closing the listener.
 func Listen(path string) (*net.UnixListener, error) {
-	if !filepath.IsAbs(path) {
-		return nil, errorf(CodeInvalid, "socket %q: must be an absolute path", path)
+	stale, err := checkSocket(path)
+	if err != nil {
+		return nil, err
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, errorf(CodeInvalid, "socket %q: %v", path, identity.ErrnoText(err))
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, errorf(CodeInvalid, "socket %q: exists and is not a socket", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, errorf(CodeExists, "socket %q: another daemon is listening on it", path)
-		}
+	if stale {
 		if err := os.Remove(path); err != nil {
 			return nil, errorf(CodeInvalid, "socket %q: remove stale socket: %v", path, identity.ErrnoText(err))
 		}
@@ -311,6 +333,10 @@ func decodeBody(r *http.Request, v any) error {
 			where = fmt.Sprintf("field %q", te.Field)
 		}
 		return errorf(CodeInvalid, "request body: %s: want %s, got a JSON %s", where, jsonWant(te.Type), te.Value)
+	}
+	if path, key, _, ok := policy.UnknownJSONField(raw, reflect.TypeOf(v)); ok && path != "" {
+		// encoding/json names the key only: say where it is.
+		return errorf(CodeInvalid, "request body: unknown field %q in %s", key, path)
 	}
 	return errorf(CodeInvalid, "request body: %v", err)
 }
@@ -500,6 +526,17 @@ func (a *API) addJail(r *http.Request) (int, any, error) {
 	return http.StatusOK, api.Jail{Session: id, PID: int(p.cred.Pid)}, nil
 }
 
+func (a *API) sync(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.m.Sync(r.Context(), id); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.Synced{Session: id}, nil
+}
+
 func (a *API) cwd(r *http.Request) (int, any, error) {
 	id, err := sessionID(r)
 	if err != nil {
@@ -563,6 +600,19 @@ func (a *API) events(r *http.Request) (int, any, error) {
 // returns no body.
 func (a *API) serveMetrics(r *http.Request) (int, any, error) {
 	return http.StatusOK, metricsText(a.render()), nil
+}
+
+// MetricsHandler serves text() (Prometheus text format 0.0.4) on GET and
+// HEAD, any path (mount it at /metrics); other methods get 405.
+func MetricsHandler(text func() string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		io.WriteString(w, text())
+	})
 }
 
 // Metrics returns the metrics exposition of GET /v1/metrics (Prometheus

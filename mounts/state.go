@@ -48,8 +48,10 @@ type record struct {
 	// TmpDir is the session's private temp directory (mode 0700).
 	TmpDir string `json:"tmpdir"`
 	// AllowWrite are the jail's directly writable directories, canonical.
-	AllowWrite []string  `json:"allow_write,omitempty"`
-	Created    time.Time `json:"created"`
+	AllowWrite []string `json:"allow_write,omitempty"`
+	// Users are Spec.Users (after inheritance).
+	Users   []uint32  `json:"users,omitempty"`
+	Created time.Time `json:"created"`
 	// Labels are Spec.Labels.
 	Labels map[string]string `json:"labels,omitempty"`
 }

@@ -261,3 +261,19 @@ func TestTakeLockRecordedHolderAlive(t *testing.T) {
 		t.Errorf("lock file after takeLock = %q, %v; want this process's pid", b, err)
 	}
 }
+
+// TestDecodeBodyUnknownFieldWhere: an unknown field inside a nested object
+// of the body says where it is.
+func TestDecodeBodyUnknownFieldWhere(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"id":"s","root":"/r","policy":{"mode":"read-only","extra":1}}`:                       `request body: unknown field "extra" in policy`,
+		`{"id":"s","root":"/r","policy":{"additional":[{"path":"/x","access":"none","y":2}]}}`: `request body: unknown field "y" in policy.additional[0]`,
+		`{"id":"s","root":"/r","colour":"red"}`:                                                `request body: json: unknown field "colour"`,
+	} {
+		var req api.CreateRequest
+		err := decodeBody(httptest.NewRequest("POST", "/v1/sessions", strings.NewReader(body)), &req)
+		if err == nil || err.Error() != want || CodeOf(err) != CodeInvalid {
+			t.Errorf("decodeBody(%s): %v, want %q", body, err, want)
+		}
+	}
+}

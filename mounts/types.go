@@ -85,6 +85,16 @@ type Spec struct {
 	// nor containing it (writes there are the mount's to decide), nor "/".
 	// Stored canonical.
 	AllowWrite []string `json:"allow_write,omitempty"`
+	// Users are the uids besides root that may use the session's mount,
+	// host view and jail views (fusefs.CheckUsers' rule: at most 64, no 0,
+	// no duplicates): the mounts are made allow_other and the server
+	// refuses every other uid with EACCES, logged. Empty: only root (the
+	// daemon's own user). A sub-session without Users inherits the
+	// parent's; one listing a uid its parent does not serve is refused.
+	// Objects belong to their creator (DESIGN.md, "Owners"); the session's
+	// temp directory is then mode 1777, so a jail run as a listed uid can
+	// write its TMPDIR.
+	Users []uint32 `json:"users,omitempty"`
 	// Labels are free-form key/value pairs kept in the record and added to
 	// every log line of the session's mount, denials included (the CSI
 	// plugin puts the pod's identity here). See ValidLabels for the rule.
@@ -120,8 +130,10 @@ type Session struct {
 	TmpDir string `json:"tmpdir"`
 	// AllowWrite are the directories the session's jails may write
 	// directly (Spec.AllowWrite, canonical).
-	AllowWrite []string  `json:"allow_write,omitempty"`
-	Created    time.Time `json:"created"`
+	AllowWrite []string `json:"allow_write,omitempty"`
+	// Users are the uids the session serves besides root (Spec.Users).
+	Users   []uint32  `json:"users,omitempty"`
+	Created time.Time `json:"created"`
 	// State is "mounted", or "failed" when Recover could not mount the
 	// session again or could not read its record, or when its mount went
 	// away from outside the daemon (Error says why; Remove still works).

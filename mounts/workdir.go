@@ -163,6 +163,11 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path strin
 		}
 	}
 	if err != nil {
+		if errors.Is(err, syscall.EACCES) {
+			if why := m.whyRefusedWalk(v, path); why != "" {
+				return "", &errnoError{syscall.EACCES, fmt.Sprintf("%q: %s: %s", path, identity.ErrnoText(syscall.EACCES), why)}
+			}
+		}
 		return "", fmt.Errorf("%q: %w", path, identity.ErrnoOf(err))
 	}
 	if s := m.ownPlace(key, v.tmpDir, "", false); s != "" {
@@ -176,6 +181,31 @@ func (m *Manager) dirInMount(ctx context.Context, v sessionView, cwd, path strin
 		return "", fmt.Errorf("%q: %w (%s)", path, syscall.ENOTDIR, cwdPath(v.mp, v.hostView, out))
 	}
 	return out, nil
+}
+
+// whyRefusedWalk names the rule when the walk of path (absolute, as a
+// session v's cd gives it) was refused with EACCES inside a place the
+// daemon never walks for a session: another session's mountpoint, the
+// mount base, the state directory (rule hostview:hidden). "" otherwise.
+func (m *Manager) whyRefusedWalk(v sessionView, path string) string {
+	if !filepath.IsAbs(path) {
+		return ""
+	}
+	p := filepath.Clean(path)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for mp, id := range m.mountpoints {
+		if mp != v.mp && identity.Within(p, mp) {
+			return fmt.Sprintf("it is in session %q's mountpoint %s, which other sessions never see (rule hostview:hidden)", id, mp)
+		}
+	}
+	switch {
+	case identity.Within(p, m.mountBase):
+		return fmt.Sprintf("it is in the daemon's mount base %s, which sessions never see but through their own mount (rule hostview:hidden)", m.mountBase)
+	case identity.Within(p, m.stateDir):
+		return fmt.Sprintf("it is in the daemon's state directory %s, which sessions never see (rule hostview:hidden)", m.stateDir)
+	}
+	return ""
 }
 
 // whyHidden adds to err, session v's EACCES for the canonical physical path

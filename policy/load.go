@@ -67,6 +67,13 @@ func ParseJSON(data []byte) (Spec, error) {
 			}
 			return Spec{}, fmt.Errorf("policy: json: %s: want %s, got %s", where, userType(te.Type), article(te.Value))
 		}
+		if path, key, line, ok := UnknownJSONField(data, reflect.TypeOf(s)); ok {
+			in := ""
+			if path != "" {
+				in = " in " + path
+			}
+			return Spec{}, fmt.Errorf("policy: json: line %d: unknown field %q%s", line, key, in)
+		}
 		return Spec{}, fmt.Errorf("policy: json: %s", strings.TrimPrefix(oneLine(err), "json: "))
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -107,7 +114,7 @@ func ParseYAML(data []byte) (Spec, error) {
 	}
 	var s Spec
 	if err := root.Decode(&s); err != nil {
-		return Spec{}, fmt.Errorf("policy: yaml: %s", strings.TrimPrefix(oneLine(err), "yaml: "))
+		return Spec{}, fmt.Errorf("policy: yaml: %s", yamlErrorText(err))
 	}
 	return s, nil
 }
@@ -234,4 +241,19 @@ func article(kind string) string {
 		return "another kind of value"
 	}
 	return "a " + kind
+}
+
+// yamlErrorText is a yaml.v3 decoding error on one line: its "unmarshal
+// errors:" list (one "line N: ..." per line) joined with "; " ("line 2:
+// mapping key \"mode\" already defined at line 1").
+func yamlErrorText(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:")
+	var lines []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
 }

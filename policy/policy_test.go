@@ -636,8 +636,9 @@ func TestLoadFile(t *testing.T) {
 	}
 
 	bad := []struct{ name, content, want string }{
-		{"u.json", `{"primary": "/w", "moed": "read-only"}`, `json: unknown field "moed"`},
-		{"u2.json", `{"primary": "/w", "additional": [{"path": "/x", "acess": "none"}]}`, `json: unknown field "acess"`},
+		{"u.json", `{"primary": "/w", "moed": "read-only"}`, `json: line 1: unknown field "moed"`},
+		{"u2.json", "{\"primary\": \"/w\",\n \"additional\": [{\"path\": \"/x\", \"acess\": \"none\"}]}", `json: line 2: unknown field "acess" in additional[0]`},
+		{"d.yaml", "mode: read-only\nmode: workspace-write\n", `yaml: line 2: mapping key "mode" already defined at line 1`},
 		{"u.yaml", "primary: /w\nmoed: read-only\n", `yaml: line 2: unknown field "moed"`},
 		{"u2.yaml", "primary: /w\nadditional:\n  - path: /x\n    acess: none\n", `yaml: line 4: unknown field "acess" in additional[0]`},
 		{"u3.yaml", "primary: /w\nmoed: 1\ncolour: 2\n", `yaml: line 2: unknown field "moed"; line 3: unknown field "colour"`},

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -103,11 +101,9 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	if len(roots) == 0 {
 		return errUsage("--allowed-roots: at least one directory is required")
 	}
-	var metricsNet, metricsAddr string
-	if f.metricsAddr != "" {
-		if metricsNet, metricsAddr, err = csi.ParseMetricsAddress(f.metricsAddr); err != nil {
-			return errUsage("--metrics-address: %v", err)
-		}
+	ml, err := parseMetricsAddress(f.metricsAddr)
+	if err != nil {
+		return err
 	}
 	for _, p := range []*string{&f.stateDir, &f.mountBase} {
 		if *p, err = baseDir(*p); err != nil {
@@ -147,27 +143,21 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 		return serveInputErr(err)
 	}
 	defer os.Remove(sock)
-	if metricsNet != "" {
-		var ml net.Listener
-		if metricsNet == "unix" {
-			ml, err = mounts.Listen(metricsAddr)
-			defer os.Remove(metricsAddr)
-		} else {
-			ml, err = net.Listen("tcp", metricsAddr)
-		}
-		if err != nil {
+	stopMetrics, err := ml.serve(p.MetricsHandler(), logger)
+	if err != nil {
+		l.Close()
+		m.Close(context.Background())
+		return err
+	}
+	defer stopMetrics()
+
+	if mcfg.Store != nil {
+		if err := startStore(mcfg.Store, logger); err != nil {
 			l.Close()
 			m.Close(context.Background())
-			return errUsage("--metrics-address %q: %v", f.metricsAddr, err)
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", p.MetricsHandler())
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go hs.Serve(ml)
-		defer hs.Close()
-		logger.Info("metrics", "address", ml.Addr().String())
 	}
-
 	reports := p.Start(cmd.Context())
 	restored := 0
 	for _, r := range reports {

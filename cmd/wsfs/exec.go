@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -38,10 +40,10 @@ const exitNotFound = 127
 
 // newExecCmd returns the `wsfs exec` verb.
 func newExecCmd() *cobra.Command {
-	var id, confineMode string
+	var id, confineMode, userFlag string
 	var allowWrite []string
 	cmd := &cobra.Command{
-		Use:   "exec --session ID [--confine[=best-effort]] [--allow-write DIR]... -- CMD [ARGS...]",
+		Use:   "exec --session ID [--confine[=best-effort]] [--allow-write DIR]... [--user UID] -- CMD [ARGS...]",
 		Short: "Run a command in a session's working directory inside its mount",
 		Long: `Run CMD in session ID's current working directory inside its mount, or for a
 directory outside the root inside its host view (asked from the daemon,
@@ -92,6 +94,10 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
   layer     --allow-write directories and the terminal devices; renames and
             links between them work.
 
+--user UID runs the jail as UID (its group from the user database, or the
+same number; no supplementary groups): only with --confine, as root, and only
+a uid the session serves (session create --users).
+
 WSFS_ROOT is the root's physical path in the jail (the mountpoint is hidden),
 TMPDIR the session's temp directory. Fallbacks: without bwrap, --confine fails
 (install bubblewrap; "wsfs doctor" checks it) and --confine=best-effort
@@ -108,7 +114,7 @@ is not on FUSE (the session's mount went away); 2 bad usage; 1 when the daemon r
 jail cannot be built.`,
 		Args: minArgs(1, "CMD after --"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExec(cmd, id, confineMode, allowWrite, args)
+			return runExec(cmd, id, confineMode, userFlag, allowWrite, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -117,13 +123,14 @@ jail cannot be built.`,
 	fl.StringVar(&confineMode, "confine", confineNone, "run in the jail: strict (the default of a bare --confine) or best-effort")
 	fl.Lookup("confine").NoOptDefVal = confineStrict
 	fl.StringArrayVar(&allowWrite, "allow-write", nil, "with --confine: a directory writable directly in the jail (repeatable), e.g. \"$(go env GOCACHE)\"")
+	fl.StringVar(&userFlag, "user", "", "with --confine: run the jail as this uid, one the session serves (session create --users)")
 	fl.String("socket", client.DefaultSocket(), "the daemon's Unix socket")
 	return cmd
 }
 
 // runExec asks the daemon for the session's directory, and replaces this
 // process with the command, in the jail when asked.
-func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []string) error {
+func runExec(cmd *cobra.Command, id, confineMode, userFlag string, allowWrite, args []string) error {
 	if id == "" {
 		return errUsage("exec: --session: missing ID")
 	}
@@ -137,6 +144,17 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	}
 	if confineMode == confineNone && len(allowWrite) > 0 {
 		return errUsage("exec: --allow-write: only with --confine")
+	}
+	var jailUser *confine.User
+	if userFlag != "" {
+		if confineMode == confineNone {
+			return errUsage("exec: --user: only with --confine")
+		}
+		u, err := strconv.ParseUint(userFlag, 10, 32)
+		if err != nil {
+			return errUsage("exec: --user %q: not a uid (a decimal number)", userFlag)
+		}
+		jailUser = &confine.User{Uid: uint32(u), Gid: primaryGroup(uint32(u))}
 	}
 	var writable []string
 	for _, w := range allowWrite {
@@ -175,6 +193,9 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 		socketDir = p
 	}
 	defer c.Close()
+	if jailUser != nil && jailUser.Uid != 0 && !slices.Contains(s.Users, jailUser.Uid) {
+		return errUsage("exec: --user %d: session %s does not serve uid %d (its users: %v; session create --users)", jailUser.Uid, id, jailUser.Uid, s.Users)
+	}
 
 	env := setEnv(os.Environ(), "WSFS_SESSION", id)
 	env = setEnv(env, "WSFS_ROOT", s.Mountpoint)
@@ -216,10 +237,10 @@ func runExec(cmd *cobra.Command, id, confineMode string, allowWrite, args []stri
 	if err != nil {
 		return jailRefused(cmd, err)
 	}
-	spec.Args, spec.BestEffort = args, confineMode == confineBestEffort
+	spec.Args, spec.BestEffort, spec.User = args, confineMode == confineBestEffort, jailUser
 	if _, err := spec.BwrapPath(); err != nil {
 		msg := strings.TrimPrefix(firstLine(err.Error()), "confine: ")
-		if confineMode == confineStrict {
+		if confineMode == confineStrict || jailUser != nil {
 			return fmt.Errorf("exec --confine: %s; --confine=best-effort falls back to Landlock alone", msg)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: warning: exec --confine=best-effort: %s; falling back to Landlock alone (no mount namespace)\n", msg)
@@ -398,13 +419,18 @@ func jailSpec(s api.Session, wd api.WorkDir, others []api.Session, h api.Health,
 
 // jailHidden returns what session s's jail hides besides its none roots:
 // the daemon's state, mount base and socket directories and every other
-// session's root, mountpoint and temp directory.
+// session's root (but one at a system directory, mounts.SystemDir, shown
+// read-only as the host has it), mountpoint and temp directory.
 func jailHidden(s api.Session, others []api.Session, h api.Health, socketDir string) []string {
 	hide := []string{h.StateDir, h.MountBase, socketDir}
 	for _, o := range others {
-		if o.ID != s.ID {
-			hide = append(hide, o.Root, o.Mountpoint, o.TmpDir)
+		if o.ID == s.ID {
+			continue
 		}
+		if !mounts.SystemDir(o.Root) {
+			hide = append(hide, o.Root)
+		}
+		hide = append(hide, o.Mountpoint, o.TmpDir)
 	}
 	return hide
 }
@@ -471,4 +497,16 @@ func lookPathText(name, dir string, err error) string {
 		return why + " in the session's working directory " + dir
 	}
 	return why + " in $PATH"
+}
+
+// primaryGroup returns uid's primary group from the user database
+// (os/user), or the same number when uid has no entry there (65534 is
+// nobody:nogroup on Debian either way).
+func primaryGroup(uid uint32) uint32 {
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		if g, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
+			return uint32(g)
+		}
+	}
+	return uid
 }

@@ -449,7 +449,8 @@ func newUnmountCmd() *cobra.Command {
 		Use:   "unmount [--force] MOUNTPOINT",
 		Short: "Unmount a wsfs mount (a dead one too)",
 		Long: `Unmount the wsfs mount at MOUNTPOINT from outside its server. A dead mount
-(its server gone: "Transport endpoint is not connected") is cleared too. A busy
+(its server gone: "Transport endpoint is not connected") is cleared too, with
+its host view at MOUNTPOINT@host (the directory too, when empty). A busy
 mount is refused with the processes holding it; --force detaches it lazily.`,
 		Args: exactArgs(1, "MOUNTPOINT argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -483,8 +484,15 @@ mount is refused with the processes holding it; --force detaches it lazily.`,
 			// The mount's server takes its host view down too, but only
 			// after this returns; a caller that removes the directory next
 			// must not find the host's "/" in it.
-			if _, err := fusefs.UnmountSiblingHostView(mp); err != nil {
+			hv, err := fusefs.UnmountSiblingHostView(mp)
+			if err != nil {
 				return err
+			}
+			if hv != "" {
+				// wsfs mount removes the directory it made for the host view
+				// when it stops; one that was killed cannot. An empty one
+				// goes (os.Remove refuses anything else).
+				os.Remove(hv)
 			}
 			if jsonOutput(cmd) {
 				writeJSON(cmd.OutOrStdout(), map[string]string{"unmounted": mp})

@@ -342,3 +342,22 @@ func TestUnmountBadInput(t *testing.T) {
 	assert.Equal(t, `wsfs: unmount "`+root+`/dir": not a mountpoint`+"\n", errOut)
 	assert.Equal(t, `{"error":{"code":"invalid","message":"unmount \"`+root+`/dir\": not a mountpoint"}}`+"\n", out)
 }
+
+// TestUnmountAfterKilledMount: `wsfs mount` killed (SIGKILL: its mounts
+// left dead), then `wsfs unmount MNT` clears the mount and its host view
+// and leaves no MNT@host directory.
+func TestUnmountAfterKilledMount(t *testing.T) {
+	requireFUSE(t)
+	_, proj, mnt, _ := mountFixture(t)
+	m := startMount(t, mnt, "--root", proj, "--mountpoint", mnt)
+	require.Contains(t, m.stdout.String(), "mounted ")
+	m.kill()
+	assert.Equal(t, -1, m.wait(t))
+	out, errOut, code := cli(t, "unmount", mnt)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "unmounted "+mnt+"\n", out)
+	assert.False(t, mounted(t, mnt), "mount left")
+	assert.False(t, mounted(t, mnt+"@host"), "host view left")
+	_, err := os.Lstat(mnt + "@host")
+	assert.True(t, os.IsNotExist(err), "MNT@host directory left: %v", err)
+}

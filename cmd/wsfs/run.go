@@ -114,7 +114,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = asUsage(err)
 	}
 	code := exitCode(err)
-	msg := firstLine(err.Error())
+	msg := withSuggestions(err.Error())
 	fmt.Fprintf(stderr, "wsfs: %s\n", msg)
 	if cmd == nil {
 		cmd = root
@@ -182,6 +182,27 @@ func exitCode(err error) int {
 // firstLine returns the first non-blank line of s, dropping the rest
 // (cobra's "unknown command" error, for one, carries suggestions on further
 // lines).
+// withSuggestions is firstLine of a cobra error, with the suggestions cobra
+// puts on the lines after an unknown command ("\n\nDid you mean
+// this?\n\tsession\n") kept on the one line: `unknown command "sesion"
+// for "wsfs"; did you mean session?`.
+func withSuggestions(s string) string {
+	head, rest, ok := strings.Cut(s, "\n\nDid you mean this?\n")
+	if !ok {
+		return firstLine(s)
+	}
+	var names []string
+	for _, l := range strings.Split(rest, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			names = append(names, l)
+		}
+	}
+	if len(names) == 0 {
+		return firstLine(head)
+	}
+	return firstLine(head) + "; did you mean " + strings.Join(names, " or ") + "?"
+}
+
 func firstLine(s string) string {
 	for _, line := range strings.Split(s, "\n") {
 		if line = strings.TrimSpace(line); line != "" {
@@ -222,10 +243,19 @@ func writeJSON(w io.Writer, v any) {
 
 // noArgs is cobra.NoArgs with a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return errUsage("%s: unexpected argument %q", verbName(cmd), args[0])
+	if len(args) == 0 {
+		return nil
 	}
-	return nil
+	if cmd.HasSubCommands() {
+		// A verb group (session): a mistyped verb, as cobra says it for
+		// the root command.
+		msg := fmt.Sprintf("%s: unknown subcommand %q", verbName(cmd), args[0])
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return errUsage("%s", msg)
+	}
+	return errUsage("%s: unexpected argument %q", verbName(cmd), args[0])
 }
 
 // minArgs is cobra.MinimumNArgs with a usage error naming what is missing:

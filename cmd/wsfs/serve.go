@@ -41,10 +41,10 @@ func defaultMountBase(socket string) string {
 
 // newServeCmd returns the `wsfs serve` verb.
 func newServeCmd() *cobra.Command {
-	var socket, stateDir, mountBase, logLevel, fuseTransport string
+	var socket, stateDir, mountBase, logLevel, fuseTransport, metricsAddr string
 	var keep, takeover bool
 	cmd := &cobra.Command{
-		Use:   "serve [--socket PATH] [--state-dir DIR] [--mount-base DIR]",
+		Use:   "serve [--socket PATH] [--state-dir DIR] [--mount-base DIR] [--metrics-address ADDR]",
 		Short: "Run the session daemon: many session mounts behind a Unix-socket JSON API",
 		Long: `Run the wsfs daemon in the foreground. It mounts every session recorded in
 the state directory again (clearing dead mounts first), then answers the JSON
@@ -63,6 +63,13 @@ Starting a second daemon on the same state directory takes over from the
 running one (an upgrade): the running one stops at a request boundary and
 exits 0, the new one serves on (--takeover=false refuses instead).
 
+--metrics-address HOST:PORT or unix:///PATH (mode 0600) also serves GET
+/metrics (the metrics of GET /v1/metrics) there, without the socket's peer
+check, for a Prometheus that cannot reach the 0600 API socket.
+
+A refused start (a live socket, a state directory in use, a bad path)
+leaves no directory or file behind.
+
 SIGTERM: stop accepting, finish the requests in flight, detach: the sessions'
 connections stay kept for the next start (without keeping: unmount every
 session). SIGINT is the full stop: unmount every session (records stay, so
@@ -74,7 +81,7 @@ Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
 $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd, serveFlags{socket, stateDir, mountBase, logLevel, fuseTransport, keep, takeover})
+			return runServe(cmd, serveFlags{socket, stateDir, mountBase, logLevel, fuseTransport, metricsAddr, keep, takeover})
 		},
 	}
 	fl := cmd.Flags()
@@ -85,13 +92,14 @@ $XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
 	fl.BoolVar(&keep, "keep-connections", os.Geteuid() == 0, "keep the sessions' FUSE connections outside the daemon so they survive a restart or crash (needs root)")
 	fl.BoolVar(&takeover, "takeover", true, "when a daemon already serves the state directory, take its sessions over instead of refusing")
 	addTransportFlag(fl, &fuseTransport)
+	fl.StringVar(&metricsAddr, "metrics-address", "", "also serve /metrics on HOST:PORT or unix:///PATH (default: off)")
 	return cmd
 }
 
 // serveFlags are wsfs serve's flags.
 type serveFlags struct {
-	socket, stateDir, mountBase, logLevel, fuseTransport string
-	keep, takeover                                       bool
+	socket, stateDir, mountBase, logLevel, fuseTransport, metricsAddr string
+	keep, takeover                                                    bool
 }
 
 // runServe runs the daemon until SIGTERM or SIGINT.
@@ -102,6 +110,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return errUsage("--log-level %q: want debug, info, warn or error", logLevel)
 	}
 	mode, err := transportFlag(f.fuseTransport)
+	if err != nil {
+		return err
+	}
+	ml, err := parseMetricsAddress(f.metricsAddr)
 	if err != nil {
 		return err
 	}
@@ -143,7 +155,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	l, err := mounts.Listen(socket)
 	if err != nil {
-		m.Close(context.Background())
+		m.Abandon() // a refused start leaves nothing behind
 		return serveInputErr(err)
 	}
 	// Removed at the end only while it is still this daemon's: a successor
@@ -156,6 +168,19 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			os.Remove(socket)
 		}
 	}()
+	api := mounts.NewAPI(m, logger)
+	stopMetrics, err := ml.serve(mounts.MetricsHandler(api.Metrics), logger)
+	if err == nil && cfg.Store != nil {
+		if err = startStore(cfg.Store, logger); err != nil {
+			stopMetrics()
+		}
+	}
+	if err != nil {
+		l.Close()
+		m.Abandon()
+		return err
+	}
+	defer stopMetrics()
 
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
@@ -174,7 +199,6 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		logger.Error("recover", "err", err)
 	}
 	logger.Info("serving", "socket", socket, "state_dir", m.StateDir(), "mount_base", m.MountBase(), "sessions", m.Len())
-	api := mounts.NewAPI(m, logger)
 	serveErr := api.Serve(ctx, l)
 	l.Close()
 	var closeErr error
@@ -209,24 +233,29 @@ func serveInputErr(err error) error {
 
 // connectionStore returns where the daemon keeps its sessions' connections:
 // systemd's file descriptor store when it runs as a service with a notify
-// socket, else the holder process of stateDir (started when none answers
-// at <stateDir>/holder.sock: this executable's hidden `holder` verb).
+// socket, else the holder process of stateDir (<stateDir>/holder.sock),
+// which startStore starts once the daemon's start can no longer be refused.
 func connectionStore(stateDir string, logger *slog.Logger) (transport.Store, error) {
 	if s := transport.NewFDStore(); s != nil {
 		logger.Info("connections kept in systemd's file descriptor store")
 		return s, nil
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory %q: %w", stateDir, err)
+	return &transport.Holder{Socket: filepath.Join(stateDir, "holder.sock")}, nil
+}
+
+// startStore starts the holder of a Holder store when none answers at its
+// socket (this executable's hidden `holder` verb, transport.SpawnHolder).
+func startStore(st transport.Store, logger *slog.Logger) error {
+	h, ok := st.(*transport.Holder)
+	if !ok {
+		return nil
 	}
-	sock := filepath.Join(stateDir, "holder.sock")
-	h, err := transport.SpawnHolder(sock, []string{"/proc/self/exe", "holder", "--socket", sock})
-	if err != nil {
-		return nil, fmt.Errorf("connection holder: %w", err)
+	if _, err := transport.SpawnHolder(h.Socket, []string{"/proc/self/exe", "holder", "--socket", h.Socket}); err != nil {
+		return fmt.Errorf("connection holder: %w", err)
 	}
 	pid, _ := h.Ping()
-	logger.Info("connections kept by the holder process", "socket", sock, "pid", pid)
-	return h, nil
+	logger.Info("connections kept by the holder process", "socket", h.Socket, "pid", pid)
+	return nil
 }
 
 func init() { registerCommand(newHolderCmd) }

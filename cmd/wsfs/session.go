@@ -1,13 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -35,13 +37,50 @@ Exit codes: 0 ok, 2 bad input (codes invalid and too_large, bad flags), 1 any
 other failure (including an unreachable daemon).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve or events)")
+			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve, events or sync)")
 		},
 	}
 	cmd.PersistentFlags().String("socket", client.DefaultSocket(), "the daemon's Unix socket")
 	cmd.AddCommand(newSessionCreateCmd(), newSessionListCmd(), newSessionShowCmd(), newSessionRmCmd(),
-		newSessionPolicyCmd(), newSessionCwdCmd(), newSessionResolveCmd(), newSessionEventsCmd())
+		newSessionPolicyCmd(), newSessionCwdCmd(), newSessionResolveCmd(), newSessionEventsCmd(), newSessionSyncCmd())
 	return cmd
+}
+
+// newSessionSyncCmd returns `wsfs session sync`.
+func newSessionSyncCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "sync ID...",
+		Short: "Wait until every host change made so far is visible in sessions",
+		Long: `Return once every change made on the host before the call (files written by
+the host's own tools, an IDE, a git checkout outside the mount) is visible
+through each session's mount, host view and jail views (POST
+/v1/sessions/{id}/sync). The mount learns of host changes asynchronously (a
+moment later, usually well under a second); a host that writes files itself
+and then hands their paths to a tool in the session runs this in between.
+Prints "synced ID" for each (--json: {"session":ID}). Stops at the first
+failure.`,
+		Args: minArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				if err := checkID("session sync", id); err != nil {
+					return err
+				}
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			for _, id := range args {
+				if err := c.Sync(cmd.Context(), id); err != nil {
+					return apiFailure(cmd, err)
+				}
+				if jsonOutput(cmd) {
+					writeJSON(cmd.OutOrStdout(), api.Synced{Session: id})
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "synced %s\n", id)
+				}
+			}
+			return nil
+		},
+	}
 }
 
 // daemonClient returns a client of the socket named by cmd's --socket flag.
@@ -69,7 +108,9 @@ func apiFailure(cmd *cobra.Command, err error) error {
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "wsfs: %s\n", msg)
 	if jsonOutput(cmd) {
-		writeJSON(cmd.OutOrStdout(), map[string]any{"error": errorObject{Code: code, Message: msg}})
+		// The errno the daemon's answer carries (api.ErrorObject.Errno),
+		// as the API gives it.
+		writeJSON(cmd.OutOrStdout(), map[string]any{"error": errorObject{Code: code, Message: msg, Errno: identity.ErrnoName(err)}})
 	}
 	switch api.CodeOf(err) {
 	case api.CodeInvalid, api.CodeTooLarge:
@@ -90,10 +131,10 @@ func checkID(what, id string) error {
 
 // newSessionCreateCmd returns `wsfs session create`.
 func newSessionCreateCmd() *cobra.Command {
-	var root, mountpoint, mode, symlinks, parent, cwd, policyFile string
+	var root, mountpoint, mode, symlinks, parent, cwd, policyFile, usersFlag string
 	var addRoots, protect, allowWrite []string
 	cmd := &cobra.Command{
-		Use:   "create ID --root DIR [--mountpoint DIR] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]... [--symlinks MODE] [--parent ID | --cwd DIR] [--policy FILE] [--allow-write DIR]...",
+		Use:   "create ID --root DIR [--mountpoint DIR] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]... [--symlinks MODE] [--parent ID | --cwd DIR] [--policy FILE] [--allow-write DIR]... [--users UID[,UID...]]",
 		Short: "Create and mount a session",
 		Long: `Create session ID: mount the physical root of --root (symlinks and ".."
 resolved as the kernel does) at --mountpoint (default <mount-base>/ID), with the
@@ -102,6 +143,9 @@ and --protect overriding or adding to it. The working directory starts at the
 mount root, at the --parent session's current directory, or at --cwd (relative
 to the mount root). With --parent, the policy and symlink mode not given here
 are the parent's, and the new session may not be granted more than the parent.
+--users lists the uids besides root that may use the session's mounts (made
+allow_other; every other uid gets EACCES, logged; objects belong to their
+creator); its jails may run as one of them (exec --confine --user UID).
 Prints one line (session, physical root, mountpoint, mode, cwd); with --json
 the session object (see "session show").`,
 		Args: exactArgs(1, "session ID"),
@@ -161,12 +205,16 @@ the session object (see "session show").`,
 				}
 				aw = append(aw, a)
 			}
+			users, err := fusefs.ParseUsers(usersFlag)
+			if err != nil {
+				return errUsage("--%s", err)
+			}
 			c := daemonClient(cmd)
 			defer c.Close()
 			p := mounts.APIPolicy(spec)
 			s, err := c.Create(cmd.Context(), api.CreateRequest{
 				ID: id, Root: rootAbs, Mountpoint: mp, Policy: &p,
-				Symlinks: string(sl), Parent: parent, Cwd: cwd, AllowWrite: aw,
+				Symlinks: string(sl), Parent: parent, Cwd: cwd, AllowWrite: aw, Users: users,
 			})
 			var ae *api.Error
 			if errors.As(err, &ae) && strings.Contains(ae.Message, ": allow_write ") {
@@ -195,19 +243,63 @@ the session object (see "session show").`,
 	fl.StringVar(&cwd, "cwd", "", "start in this directory (relative to the mount root, or absolute)")
 	fl.StringVar(&policyFile, "policy", "", "policy file (JSON or YAML) as a base")
 	fl.StringArrayVar(&allowWrite, "allow-write", nil, "a directory the session's jails (exec --confine) may write directly, e.g. a build cache (repeatable)")
+	fl.StringVar(&usersFlag, "users", "", "uids besides root that may use the session's mounts, comma-separated (allow_other; others get EACCES)")
 	return cmd
 }
 
-// printSession prints s: one line of JSON with --json, else indented JSON.
+// The session verbs' one output convention: text for people by default
+// (one line for a verb that changes something, "field: value" lines for
+// show, a table for list), the API's JSON object on one line with --json.
+
+// printSession prints s for `session show`: one line of JSON with --json,
+// else one "field: value" line per field that is set.
 func printSession(cmd *cobra.Command, s api.Session) {
 	if jsonOutput(cmd) {
 		writeJSON(cmd.OutOrStdout(), s)
 		return
 	}
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(s)
+	w := cmd.OutOrStdout()
+	field := func(name, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%s: %s\n", name, v)
+		}
+	}
+	field("id", s.ID)
+	field("state", s.State)
+	field("error", s.Error)
+	field("origin", s.Origin)
+	field("root", s.Root)
+	field("mountpoint", s.Mountpoint)
+	field("policy", policyText(s.Policy))
+	field("symlinks", s.Symlinks)
+	field("parent", s.Parent)
+	field("cwd", s.Cwd)
+	field("cwd_physical", s.CwdPhysical)
+	field("tmpdir", s.TmpDir)
+	field("allow_write", strings.Join(s.AllowWrite, " "))
+	if len(s.Users) > 0 {
+		field("users", strings.Trim(fmt.Sprint(s.Users), "[]"))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+		field("label "+k, s.Labels[k])
+	}
+	field("created", s.Created.Format(time.RFC3339Nano))
+}
+
+// policyText is a policy on one line: the mode, each additional root as
+// PATH=ACCESS, the outside when set, the protected subpaths.
+func policyText(p api.Policy) string {
+	parts := []string{p.Mode}
+	for _, r := range p.Additional {
+		parts = append(parts, r.Path+"="+r.Access)
+	}
+	if p.Outside != "" {
+		parts = append(parts, "outside="+p.Outside)
+	}
+	if len(p.Protected) > 0 {
+		parts = append(parts, "protected "+strings.Join(p.Protected, ","))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // newSessionListCmd returns `wsfs session list`.
@@ -247,12 +339,13 @@ ROOT), or with --json as {"sessions":[...]}.`,
 func newSessionShowCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
-		Short: "Print a session as a JSON object",
-		Long: `Print session ID as a JSON object: id, origin (the root as given), root
-(physical), mountpoint, mode, policy, symlinks, parent, cwd (as last set: the
-path processes use, inside the mount or, outside the root, inside the
-session's host view), cwd_physical, tmpdir, created, state ("mounted" or "failed") and
-error. Indented, or one line with --json.`,
+		Short: "Print a session",
+		Long: `Print session ID, one "field: value" line each: id, state ("mounted" or
+"failed"), error, origin (the root as given), root (physical), mountpoint,
+policy (mode, additional roots, protected subpaths), symlinks, parent, cwd (as
+last set: the path processes use, inside the mount or, outside the root,
+inside the session's host view), cwd_physical, tmpdir, allow_write, users,
+labels, created. With --json the API's session object on one line.`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkID("session show", args[0]); err != nil {
@@ -329,8 +422,8 @@ session's root) the whole policy is replaced by FILE with the flags below
 applied to it. Without a file the flags change the policy in force:
 --mode replaces the mode, --add-root adds a root or changes the access of
 one naming the same directory, --protect adds a protected subpath. A policy
-that does not compile is refused and the old one stays in force. Prints the
-session.`,
+that does not compile is refused and the old one stays in force. Prints one
+line (session, the policy in force); with --json the session object.`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkID("session policy", args[0]); err != nil {
@@ -358,7 +451,11 @@ session.`,
 			if err != nil {
 				return apiFailure(cmd, err)
 			}
-			printSession(cmd, s)
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), s)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "session %s: policy %s\n", s.ID, policyText(s.Policy))
 			return nil
 		},
 	}

@@ -111,6 +111,12 @@ type CreateRequest struct {
 	// may write directly, besides the temp directory (a build cache, say):
 	// absolute, existing, neither inside the root nor containing it, not "/".
 	AllowWrite []string `json:"allow_write,omitempty"`
+	// Users are the uids besides root that may use the session's mounts
+	// (at most 64; not 0; no duplicates): the mounts are made allow_other
+	// and every other uid gets EACCES, logged. Empty: root only; a
+	// sub-session inherits its parent's and may list no uid the parent
+	// does not.
+	Users []uint32 `json:"users,omitempty"`
 	// Labels are free-form key/value pairs kept in the record and added to
 	// the session's log lines (at most 32; keys 1 to 128 printable ASCII
 	// characters without space, quote, backslash or '='; values at most
@@ -142,6 +148,8 @@ type Session struct {
 	// AllowWrite are the directories its jails may write directly
 	// (canonical).
 	AllowWrite []string `json:"allow_write,omitempty"`
+	// Users are the uids the session serves besides root.
+	Users []uint32 `json:"users,omitempty"`
 	// Labels are the labels given at create.
 	Labels  map[string]string `json:"labels,omitempty"`
 	Created time.Time         `json:"created"`
@@ -225,6 +233,13 @@ type Resolution struct {
 	// Read and Write are the policy's decisions on Key.
 	Read  Decision `json:"read"`
 	Write Decision `json:"write"`
+}
+
+// Synced is the body of the answer to POST /v1/sessions/{id}/sync, sent
+// once every host change made before the request is visible through the
+// session's mount, host view and jail views.
+type Synced struct {
+	Session string `json:"session"`
 }
 
 // Health is the body of GET /v1/healthz.

@@ -194,6 +194,15 @@ func (c *Client) AddJail(ctx context.Context, id string) (api.Jail, error) {
 	return j, c.do(ctx, http.MethodPost, sessionPath(id, "/jails"), struct{}{}, &j)
 }
 
+// Sync returns once every change made on the host before the call is
+// visible through session id's mount, host view and jail views (POST
+// /v1/sessions/{id}/sync): a host that writes files itself calls it before
+// it hands their paths to a tool in the session.
+func (c *Client) Sync(ctx context.Context, id string) error {
+	var s api.Synced
+	return c.do(ctx, http.MethodPost, sessionPath(id, "/sync"), struct{}{}, &s)
+}
+
 // Cwd returns session id's working directory, validated (GET
 // /v1/sessions/{id}/cwd).
 func (c *Client) Cwd(ctx context.Context, id string) (api.WorkDir, error) {

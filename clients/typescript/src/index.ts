@@ -8,6 +8,7 @@
  * carrying the daemon's stable error code (`invalid`, `not_found`, `exists`,
  * `busy`, ...), or `unreachable` when the socket cannot be reached.
  */
+import { spawn as spawnProcess, type ChildProcess, type StdioOptions } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 
@@ -32,6 +33,7 @@ export type EventList = Schemas["EventList"];
 export type Resolution = Schemas["Resolution"];
 export type Decision = Schemas["Decision"];
 export type Health = Schemas["Health"];
+export type Synced = Schemas["Synced"];
 export type ErrorBody = Schemas["ErrorBody"];
 /** The daemon's error codes, plus `unreachable` (the socket did not answer). */
 export type Code = Schemas["Code"] | "unreachable";
@@ -75,6 +77,42 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Called with every answer as it came, before it is decoded (for logs). */
   onAnswer?: (method: string, urlPath: string, answer: RawAnswer) => void;
+}
+
+/**
+ * Options of Client.spawn and Client.exec. The default runs the command
+ * confined (`wsfs exec --confine`), as the session's owner, with the wsfs
+ * binary from $WSFS_BIN or $PATH.
+ */
+export interface SpawnOptions {
+  /**
+   * Run without the jail (`wsfs exec` without `--confine`): in the
+   * session's working directory inside its mount, but able to write
+   * anywhere its user can by a path outside it, and seeing mountpoint
+   * paths. Not recommended.
+   */
+  unconfined?: boolean;
+  /** `--confine=best-effort`: Landlock alone when bwrap is missing. */
+  bestEffort?: boolean;
+  /** Run the jail as this uid (`--user`); the session must list it (`users`). */
+  user?: number;
+  /** Further directories the jail may write directly (`--allow-write`). */
+  allowWrite?: string[];
+  /** The wsfs binary (default: $WSFS_BIN, else `wsfs` in $PATH). */
+  wsfs?: string;
+  /** The environment wsfs and the command start with (default: process.env). */
+  env?: NodeJS.ProcessEnv;
+  /** As child_process.spawn's (default: "pipe"). */
+  stdio?: StdioOptions;
+}
+
+/** What Client.exec resolves with. */
+export interface ExecResult {
+  /** The exit status (126: the jail could not be completed; 127: not found), or null. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
 }
 
 /** A raw answer: status, content type and body text. */
@@ -197,6 +235,16 @@ export class Client {
     return this.#call("PATCH", sessionPath(id, "/policy"), 200, patch);
   }
 
+  /**
+   * POST /v1/sessions/{id}/sync: resolves once every change the host made
+   * before the call is visible through the session's mount, host view and
+   * jail views. Call it after writing files yourself and before handing
+   * their paths to a tool in the session.
+   */
+  sync(id: string): Promise<Answer<"syncSession", 200>> {
+    return this.#call("POST", sessionPath(id, "/sync"), 200, {});
+  }
+
   /** GET /v1/sessions/{id}/cwd: the working directory, validated. */
   cwd(id: string): Promise<Answer<"getCwd", 200>> {
     return this.#call("GET", sessionPath(id, "/cwd"), 200);
@@ -216,6 +264,42 @@ export class Client {
   async events(id: string): Promise<Event[]> {
     const l: Answer<"listEvents", 200> = await this.#call("GET", sessionPath(id, "/events"), 200);
     return l.events;
+  }
+
+  /**
+   * Starts argv in session id the way a tool should run there:
+   * `wsfs exec --socket SOCKET --session ID --confine -- ARGV...`, so it
+   * starts in the session's working directory (its physical path, in the
+   * jail) with WSFS_SESSION, WSFS_ROOT and TMPDIR (the session's private
+   * temp directory) set, and every path means what it means on the host
+   * (nothing it writes records a mountpoint path). Returns the ChildProcess
+   * (kill it to end the jail); its exit status is argv[0]'s, 126 when the
+   * jail cannot be completed, 127 when argv[0] is not found.
+   */
+  spawn(id: string, argv: string[], opts: SpawnOptions = {}): ChildProcess {
+    const bin = opts.wsfs ?? process.env.WSFS_BIN ?? "wsfs";
+    const args = ["exec", "--socket", this.socket, "--session", id];
+    if (opts.bestEffort) args.push("--confine=best-effort");
+    else if (!opts.unconfined) args.push("--confine");
+    if (opts.user !== undefined) args.push("--user", String(opts.user));
+    for (const w of opts.allowWrite ?? []) args.push("--allow-write", w);
+    args.push("--", ...argv);
+    return spawnProcess(bin, args, { env: opts.env ?? process.env, stdio: opts.stdio ?? "pipe", cwd: "/" });
+  }
+
+  /** Runs argv as spawn does and resolves with its exit status and output (UTF-8). */
+  exec(id: string, argv: string[], opts: SpawnOptions = {}): Promise<ExecResult> {
+    return new Promise((resolve, reject) => {
+      const child = this.spawn(id, argv, { ...opts, stdio: ["ignore", "pipe", "pipe"] });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      child.stdout?.on("data", (c: Buffer) => out.push(c));
+      child.stderr?.on("data", (c: Buffer) => err.push(c));
+      child.on("error", reject);
+      child.on("close", (code, signal) =>
+        resolve({ code, signal, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }),
+      );
+    });
   }
 }
 

@@ -174,6 +174,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/sync": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Wait until every host change made before the call is visible in the session.
+         * @description The sync barrier: answers once every change made on the host (by
+         *     the host's own file tools, an IDE, `git checkout` outside the
+         *     mount) before the request is visible through the session's mount,
+         *     its host view and its jail views. The mount's watcher turns host
+         *     changes into kernel cache invalidations asynchronously; the daemon
+         *     makes a marker that the watcher must pass (the inotify queue is
+         *     ordered) and answers when it has. A host that writes files itself
+         *     calls it before it hands their paths to a tool in the session.
+         *     The body, when given, is an empty object.
+         */
+        post: operations["syncSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/cwd": {
         parameters: {
             query?: never;
@@ -331,6 +362,8 @@ export interface components {
             cwd?: string;
             /** @description Directories the session's jails (wsfs exec --confine) may write directly, besides the temp directory (a build cache, say); absolute, existing, neither inside the root nor containing it, not "/". A sub-session's must be writable by its parent. */
             allow_write?: string[];
+            /** @description The uids besides root that may use the session's mount, host view and jail views (a Kubernetes pod's runAsUser, an agent's own user). The mounts are made allow_other and every request of another uid is refused with EACCES, logged as a denial with its uid and pid. Objects belong to their creator. Left out, the session serves root only; a sub-session inherits its parent's and may list no uid the parent does not serve. Not 0, at most 64, no duplicates. */
+            users?: number[];
             /** @description Free-form key/value pairs kept in the record and added to the session's log lines (at most 32; keys 1 to 128 printable ASCII characters without space, quote, backslash or '='; values at most 1024 bytes without control characters). */
             labels?: {
                 [key: string]: string;
@@ -352,10 +385,12 @@ export interface components {
             cwd: string;
             /** @description Its physical path on the host. */
             cwd_physical: string;
-            /** @description The session's private temp directory (mode 0700). */
+            /** @description The session's private temp directory (mode 0700; 1777 for a session with users). */
             tmpdir: string;
             /** @description The directories its jails may write directly (canonical). */
             allow_write?: string[];
+            /** @description The uids the session serves besides root (see CreateRequest.users); the temp directory is then mode 1777. */
+            users?: number[];
             /** @description The labels given at create. */
             labels?: {
                 [key: string]: string;
@@ -428,6 +463,9 @@ export interface components {
             state_dir?: string;
             /** @description The daemon's canonical mount base (a jail hides it). */
             mount_base?: string;
+        };
+        Synced: {
+            session: string;
         };
         Jail: {
             session: string;
@@ -770,6 +808,39 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Jail"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    syncSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Every earlier host change is visible. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Synced"];
                 };
             };
             400: components["responses"]["Invalid"];

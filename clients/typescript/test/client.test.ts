@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 
 import { Client, WsfsError, type RawAnswer } from "../src/index.js";
 import { Contract } from "./contract.js";
-import { repo, skipReason, startDaemon, type Daemon } from "./daemon.js";
+import { repo, skipReason, startDaemon, wsfsBinary, type Daemon } from "./daemon.js";
 
 const skip = skipReason();
 
@@ -98,6 +98,11 @@ describe("wsfs client", { skip: skip || false }, () => {
     assert.equal(ro.mode, "read-only");
     assert.equal((await c.resolve("s1", "x")).write.errno, "EROFS");
 
+    writeFileSync(path.join(root, "docs", "host-made"), "host\n");
+    assert.deepEqual(await c.sync("s1"), { session: "s1" });
+    assert.equal(readFileSync(path.join(s.mountpoint, "docs", "host-made"), "utf8"), "host\n");
+    assert.equal((await refusal(c.sync("nope"))).code, "not_found");
+
     const events = await c.events("s1");
     assert.equal(events.length, 1);
     assert.deepEqual(
@@ -158,13 +163,13 @@ describe("wsfs client", { skip: skip || false }, () => {
     const readme = readFileSync(path.join(repo, "README.md"), "utf8");
     assert.ok(readme.includes("```ts\n" + example + "```"), "README.md does not show examples/host.ts as it is");
     const out = execFileSync(process.execPath, [path.join(repo, "clients", "typescript", "dist", "examples", "host.js"), root], {
-      env: { ...process.env, WSFS_SOCKET: d.socket },
+      env: { ...process.env, WSFS_SOCKET: d.socket, WSFS_BIN: wsfsBinary() },
       encoding: "utf8",
     });
     const mp = path.join(d.mountBase, "task-1");
     assert.equal(
       out,
-      `ran ls in ${mp}: docs src\ncwd now ${path.join(mp, "src")} (${path.join(root, "src")})\nremoved task-1\n`,
+      `ran ls in ${root}: NOTES docs src\ncwd now ${path.join(mp, "src")} (${path.join(root, "src")})\nremoved task-1\n`,
     );
   });
 

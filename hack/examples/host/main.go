@@ -1,12 +1,14 @@
-// A host: create a session, run a command in it, change its cwd, remove it.
-// Usage: go run ./hack/examples/host PROJECT-DIR  (socket: $WSFS_SOCKET)
+// A host: create a session, run a command in it (confined), write a file
+// itself and sync, change the session's cwd, remove it.
+// Usage: go run ./hack/examples/host PROJECT-DIR  (socket: $WSFS_SOCKET;
+// the wsfs binary: $WSFS_BIN, else wsfs in $PATH)
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/wsfs/wsfs/mounts/api"
@@ -33,19 +35,22 @@ func run(ctx context.Context, root string) (err error) {
 		}
 		fmt.Println("removed", s.ID)
 	}()
-	// Run a command in the session's working directory, inside its mount.
-	wd, err := c.Cwd(ctx, s.ID)
+	// The host writes a file itself, then syncs before a tool may use it.
+	if err := os.WriteFile(filepath.Join(root, "NOTES"), []byte("from the host\n"), 0o644); err != nil {
+		return err
+	}
+	if err := c.Sync(ctx, s.ID); err != nil {
+		return err
+	}
+	// Run a command in the session's working directory, in its jail
+	// (wsfs exec --confine): paths there are the physical ones.
+	out, err := c.Command(ctx, s.ID, []string{"ls"}, client.ExecOptions{}).Output()
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("ls")
-	cmd.Dir = wd.Path
-	out, err := cmd.Output()
+	fmt.Printf("ran ls in %s: %s\n", s.Root, strings.Join(strings.Fields(string(out)), " "))
+	wd, err := c.Chdir(ctx, s.ID, "src")
 	if err != nil {
-		return err
-	}
-	fmt.Printf("ran ls in %s: %s\n", wd.Path, strings.Join(strings.Fields(string(out)), " "))
-	if wd, err = c.Chdir(ctx, s.ID, "src"); err != nil {
 		return err
 	}
 	fmt.Printf("cwd now %s (%s)\n", wd.Path, wd.Physical)
