@@ -339,19 +339,35 @@ func checkStaleMounts() []check {
 		mps = append(mps, mp)
 	}
 	sort.Strings(mps) // one line each, in a stable order
+	stale := map[string]bool{}
 	for _, mp := range mps {
 		if table[mp].FSType != "fuse.wsfs" {
 			continue
 		}
 		switch probeMount(mp) {
 		case unix.ENOTCONN:
-			out = append(out, check{Name: "stale mount", Status: checkFail, Detail: mp + ": its server is gone (ENOTCONN)", Fix: "wsfs unmount " + mp + " (a restarted wsfs serve clears its own)"})
+			stale[mp] = true
 			continue
 		case unix.ETIMEDOUT:
-			out = append(out, check{Name: "hung mount", Status: checkFail, Detail: mp + ": does not answer within " + probeTimeout.String(), Fix: "abort its FUSE connection (/sys/fs/fuse/connections/N/abort, N its minor device) and wsfs unmount " + mp})
+			out = append(out, check{Name: "hung mount", Status: checkFail, Detail: mp + ": does not answer within " + probeTimeout.String(),
+				Fix: "if a wsfs serve that keeps its connections is down, start it again: it serves this mount on; otherwise abort its FUSE connection (/sys/fs/fuse/connections/N/abort, N its minor device) and wsfs unmount " + mp})
 			continue
 		}
 		live++
+	}
+	for _, mp := range mps {
+		if !stale[mp] {
+			continue
+		}
+		if base, ok := strings.CutSuffix(mp, "@host"); ok && stale[base] {
+			continue // one unmount of base clears both
+		}
+		detail, fix := mp+": its server is gone (ENOTCONN)", "wsfs unmount "+mp+" (a restarted wsfs serve clears its own)"
+		if stale[mp+"@host"] {
+			detail = mp + " and its host view " + mp + "@host: their server is gone (ENOTCONN)"
+			fix = "wsfs unmount " + mp + " (clears both; a restarted wsfs serve clears its own)"
+		}
+		out = append(out, check{Name: "stale mount", Status: checkFail, Detail: detail, Fix: fix})
 	}
 	if len(out) == 0 {
 		out = append(out, check{Name: "stale mounts", Status: checkOK, Detail: fmt.Sprintf("none (%d live wsfs mounts)", live)})

@@ -353,6 +353,16 @@ func TestUnmountAfterKilledMount(t *testing.T) {
 	require.Contains(t, m.stdout.String(), "mounted ")
 	m.kill()
 	assert.Equal(t, -1, m.wait(t))
+	// doctor names the dead mount and its host view on one line, with the
+	// one unmount that clears both.
+	doc, _, _ := cli(t, "doctor")
+	var staleLines []string
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.Contains(l, mnt) {
+			staleLines = append(staleLines, l)
+		}
+	}
+	assert.Equal(t, []string{"fail  stale mount: " + mnt + " and its host view " + mnt + "@host: their server is gone (ENOTCONN) — fix: wsfs unmount " + mnt + " (clears both; a restarted wsfs serve clears its own)"}, staleLines)
 	out, errOut, code := cli(t, "unmount", mnt)
 	require.Equal(t, 0, code, errOut)
 	assert.Equal(t, "unmounted "+mnt+"\n", out)
