@@ -138,3 +138,17 @@ func (ms *Server) DeviceFD() int {
 	ms.fuseFD.withFD(func(fd int) { n = fd })
 	return n
 }
+
+// NotifyIncEpoch makes the kernel treat every dentry of this connection as
+// needing a LOOKUP before its next use (FUSE_NOTIFY_INC_EPOCH, Linux 6.16+:
+// fs/fuse/dev.c fuse_notify_inc_epoch). A server that took a connection
+// over sends it once: what changed on the backing store while no server
+// ran, a name removed or made or replaced, is then seen at once, not when
+// the dentries the kernel cached from the predecessor time out. Negative
+// dentries are dropped too.
+func (ms *Server) NotifyIncEpoch() Status {
+	h := OutHeader{Length: uint32(sizeOfOutHeader), Status: int32(-NOTIFY_INC_EPOCH)}
+	hb := unsafe.Slice((*byte)(unsafe.Pointer(&h)), sizeOfOutHeader)
+	_, errno := ms.fuseFD.writev([][]byte{hb})
+	return Status(errno)
+}
