@@ -97,6 +97,7 @@ func (r *keepReply) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.O
 func (r *keepReply) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	again := r.again(&in.InHeader)
 	st := r.RawFileSystem.Create(cancel, in, name, out)
+	r.succeeded(&in.InHeader, st)
 	done("create", name)
 	if again && st == fuse.Status(syscall.EEXIST) && in.Flags&syscall.O_EXCL != 0 {
 		// The predecessor made it: open what it made.
@@ -143,15 +144,23 @@ const uniqueResend = 1 << 63
 
 // again records that the request h is about to change the file system
 // (transport.State.Intend) and reports whether it is one the predecessor
-// had begun to carry out and the kernel sends again: then a result that
-// says "already done" (EEXIST of a mkdir, ENOENT of an unlink) is the
-// predecessor's work, answered as the success it was, so a kill -9 of the
-// server fails no mkdir, rm or mv that it had carried out but not
-// answered.
+// carried out with success (State.Done) and the kernel sends again: then a
+// result that says "already done" (EEXIST of a mkdir, ENOENT of an unlink)
+// is the predecessor's work, answered as the success it was, so a kill -9
+// of the server fails no mkdir, rm or mv that it had carried out but not
+// answered. A request the predecessor failed, or was killed in, is
+// answered as its repetition turns out.
 func (r *keepReply) again(h *fuse.InHeader) bool {
 	base := h.Unique &^ uniqueResend
 	r.m.keepState().Intend(base)
 	return h.Unique&uniqueResend != 0 && r.m.resent[base]
+}
+
+// succeeded records that request h succeeded (transport.State.Done).
+func (r *keepReply) succeeded(h *fuse.InHeader, st fuse.Status) {
+	if st.Ok() {
+		r.m.keepState().Done(h.Unique &^ uniqueResend)
+	}
 }
 
 // entryOf answers a repeated create of name in h's directory with the
@@ -171,6 +180,7 @@ func (r *keepReply) entryOf(cancel <-chan struct{}, h *fuse.InHeader, name strin
 func (r *keepReply) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	again := r.again(&in.InHeader)
 	st := r.RawFileSystem.Mkdir(cancel, in, name, out)
+	r.succeeded(&in.InHeader, st)
 	done("mkdir", name)
 	if again && st == fuse.Status(syscall.EEXIST) {
 		return r.entryOf(cancel, &in.InHeader, name, syscall.S_IFDIR, out)
@@ -181,6 +191,7 @@ func (r *keepReply) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string,
 func (r *keepReply) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	again := r.again(&in.InHeader)
 	st := r.RawFileSystem.Mknod(cancel, in, name, out)
+	r.succeeded(&in.InHeader, st)
 	if again && st == fuse.Status(syscall.EEXIST) {
 		return r.entryOf(cancel, &in.InHeader, name, in.Mode&syscall.S_IFMT, out)
 	}
@@ -190,6 +201,7 @@ func (r *keepReply) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string,
 func (r *keepReply) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
 	again := r.again(h)
 	st := r.RawFileSystem.Symlink(cancel, h, target, name, out)
+	r.succeeded(h, st)
 	if again && st == fuse.Status(syscall.EEXIST) {
 		return r.entryOf(cancel, h, name, syscall.S_IFLNK, out)
 	}
@@ -199,6 +211,7 @@ func (r *keepReply) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, na
 func (r *keepReply) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	again := r.again(&in.InHeader)
 	st := r.RawFileSystem.Link(cancel, in, name, out)
+	r.succeeded(&in.InHeader, st)
 	if again && st == fuse.Status(syscall.EEXIST) {
 		return r.entryOf(cancel, &in.InHeader, name, 0, out)
 	}
@@ -208,6 +221,7 @@ func (r *keepReply) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, o
 func (r *keepReply) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	again := r.again(h)
 	st := r.RawFileSystem.Unlink(cancel, h, name)
+	r.succeeded(h, st)
 	done("unlink", name)
 	if again && st == fuse.Status(syscall.ENOENT) {
 		return fuse.OK
@@ -218,6 +232,7 @@ func (r *keepReply) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string
 func (r *keepReply) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	again := r.again(h)
 	st := r.RawFileSystem.Rmdir(cancel, h, name)
+	r.succeeded(h, st)
 	if again && st == fuse.Status(syscall.ENOENT) {
 		return fuse.OK
 	}
@@ -227,6 +242,7 @@ func (r *keepReply) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string)
 func (r *keepReply) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	again := r.again(&in.InHeader)
 	st := r.RawFileSystem.Rename(cancel, in, oldName, newName)
+	r.succeeded(&in.InHeader, st)
 	done("rename", oldName)
 	if again && st == fuse.Status(syscall.ENOENT) {
 		return fuse.OK
@@ -305,6 +321,10 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 	}()
 	ctx := context.Background()
 	inodes := map[uint64]*fs.Inode{1: &root.Inode}
+	open := map[uint64]bool{}
+	for _, f := range c.Live.Files {
+		open[f.Ino] = true
+	}
 	stale := 0
 	var staleInos []uint64
 	defer func() {
@@ -332,7 +352,15 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 			m.log.Debug("kept node not found again", m.sessionAttr("ino", ino, "path", rec.Path, "err", err)...)
 		} else {
 			var st syscall.Stat_t
-			if fstat(fd, &st) == nil && m.stable(&st) == sa {
+			if fstat(fd, &st) == nil && st.Nlink == 0 && st.Mode&syscall.S_IFMT != syscall.S_IFDIR && !open[ino] {
+				// Removed, and open nowhere: the kernel no longer
+				// needs it (or forgot it in the predecessor's last
+				// moments); restoring it would pin its disk space. A
+				// request for it is ESTALE (panicStatus).
+				unix.Close(fd)
+				continue
+			}
+			if m.stable(&st) == sa {
 				n := m.newNode(fd, rec.Path)
 				if rec.Backing != 0 {
 					if srv := m.fuseSrv.Load(); srv != nil {
@@ -383,6 +411,24 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 		}
 	}
 	return out, len(c.Live.Nodes) - stale, stale
+}
+
+// forgetCaches drops what the kernel cached from the predecessor, once a
+// taken-over connection serves: every dentry is looked up again before its
+// next use (FUSE_NOTIFY_INC_EPOCH) and every restored node's attributes and
+// pages are dropped, so what the host changed while no server ran (a file
+// made, removed, replaced, appended to) shows at once, not when the
+// predecessor's long timeouts run out. Sent after Serve starts: an
+// invalidation can wait on a page a request in flight holds.
+func (m *mount) forgetCaches(srv *fuse.Server, live *transport.Live) {
+	if st := srv.NotifyIncEpoch(); !st.Ok() {
+		m.log.Warn("FUSE_NOTIFY_INC_EPOCH refused (Linux 6.16+): names changed on the host while no server ran show when their cached entries time out",
+			m.sessionAttr("status", st)...)
+	}
+	srv.InodeNotify(fuse.FUSE_ROOT_ID, 0, 0)
+	for ino := range live.Nodes {
+		srv.InodeNotify(ino, 0, 0)
+	}
 }
 
 // reopenHandle opens again the file handle f on n, without a policy

@@ -2,6 +2,7 @@ package fusefs_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -241,5 +242,64 @@ func TestResentRequestCarriedOutOnce(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(backing, name)); (err == nil) != want {
 			t.Errorf("%s on disk: %v, want present %v", name, err, want)
 		}
+	}
+}
+
+// TestHostChangesWhileDownSeenAtOnce: what the host changed while no server
+// ran (a file made where the kernel had cached its absence, a file replaced
+// by a rename, a file removed) is seen through the mount as soon as the
+// successor serves, not when the predecessor's cached entries time out.
+func TestHostChangesWhileDownSeenAtOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
+	}
+	dir := canonT(t, t.TempDir())
+	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
+	for _, d := range []string{backing, mnt, ctl} {
+		mkdirT(t, d, 0o755)
+	}
+	writeFileT(t, filepath.Join(backing, "conf"), "v1\n", 0o644)
+	writeFileT(t, filepath.Join(backing, "other"), "keep\n", 0o644)
+	sock := filepath.Join(ctl, "holder.sock")
+	listening, holderDone := make(chan struct{}), make(chan error, 1)
+	go func() { holderDone <- transport.RunHolder(sock, func() { close(listening) }) }()
+	<-listening
+	h := &transport.Holder{Socket: sock}
+	t.Cleanup(func() {
+		h.Exit()
+		<-holderDone
+		if isMounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	srv := keptServer(t, backing, mnt, sock)
+	// Warm the kernel's caches: two files read, one name absent.
+	for _, f := range []string{"conf", "other"} {
+		if _, err := os.ReadFile(filepath.Join(mnt, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(mnt, "born")); !os.IsNotExist(err) {
+		t.Fatalf("born before: %v", err)
+	}
+	srv.Process.Kill()
+	srv.Wait()
+	writeFileT(t, filepath.Join(backing, "born"), "born\n", 0o644)
+	writeFileT(t, filepath.Join(backing, "conf.tmp"), "v2\n", 0o644)
+	if err := os.Rename(filepath.Join(backing, "conf.tmp"), filepath.Join(backing, "conf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(backing, "other")); err != nil {
+		t.Fatal(err)
+	}
+	keptServer(t, backing, mnt, sock)
+	if got, err := os.ReadFile(filepath.Join(mnt, "born")); err != nil || string(got) != "born\n" {
+		t.Errorf("a file made on the host while no server ran: %q, %v", got, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "conf")); err != nil || string(got) != "v2\n" {
+		t.Errorf("a file replaced on the host while no server ran: %q, %v", got, err)
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "other")); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("a file removed on the host while no server ran: %v, want ENOENT", err)
 	}
 }

@@ -247,6 +247,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			m.log.Warn("FUSE_NOTIFY_RESEND refused: requests the predecessor read may wait until interrupted",
 				m.sessionAttr("mountpoint", o.mountpoint, "status", st)...)
 		}
+		m.forgetCaches(srv, live)
 	}
 	return &Server{m: m, fuse: srv, rootNode: rootNode}, nil
 }

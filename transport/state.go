@@ -118,7 +118,8 @@ type Live struct {
 	Files map[uint32]*File
 	Inos  []InoAlloc
 	// Intended are the requests (by unique number) the predecessor had
-	// begun to carry out, from its intent ring.
+	// carried out with success but maybe not answered, from its intent
+	// ring (State.Intend, State.Done).
 	Intended map[uint64]bool
 }
 
@@ -173,6 +174,29 @@ func (s *State) Intend(unique uint64) {
 	}
 	off := metaSize + int(unique%intentSlots)*8
 	binary.LittleEndian.PutUint64(s.mem[off:off+8], unique)
+}
+
+// intentDone marks an intent whose request succeeded.
+const intentDone = 1 << 62
+
+// Done records that the request Intend named succeeded, before it is
+// answered: only such a request, sent again to a successor, may have its
+// "already done" result answered as the success it was (Live.Intended).
+// A request killed between its system call and Done is answered as its
+// repetition turns out, never as a success it may not have had.
+func (s *State) Done(unique uint64) {
+	if s == nil || unique == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.mem) < stateHeaderSize {
+		return
+	}
+	off := metaSize + int(unique%intentSlots)*8
+	if binary.LittleEndian.Uint64(s.mem[off:off+8]) == unique {
+		binary.LittleEndian.PutUint64(s.mem[off:off+8], unique|intentDone)
+	}
 }
 
 func (s *State) writeHeader(m Meta) error {
@@ -361,8 +385,8 @@ func (s *State) replay() (*Live, int64, error) {
 	ring := make([]byte, stateHeaderSize-metaSize)
 	if n, _ := unix.Pread(s.fd, ring, metaSize); n == len(ring) {
 		for i := 0; i+8 <= len(ring); i += 8 {
-			if u := binary.LittleEndian.Uint64(ring[i:]); u != 0 {
-				live.Intended[u] = true
+			if u := binary.LittleEndian.Uint64(ring[i:]); u&intentDone != 0 {
+				live.Intended[u&^intentDone] = true
 			}
 		}
 	}
