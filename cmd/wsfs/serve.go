@@ -96,6 +96,7 @@ func runServe(cmd *cobra.Command, socket, stateDir, mountBase, logLevel string) 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	defer startHeapProfiler(logger)()
 
 	m, err := mounts.New(mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
 		Hidden: []string{socket}}) // the socket: hidden from every host view
