@@ -121,6 +121,9 @@ type serveOpts struct {
 func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, error) {
 	var err error
 	rootNode := m.newNode(rootFd, m.root)
+	if m.host != nil {
+		m.host.root.Store(rootNode)
+	}
 	if !o.noWatch {
 		if m.watch, err = newWatcher(); err != nil {
 			m.log.Warn("host changes not watched; short cache timeouts", m.sessionAttr("err", err)...)
@@ -509,6 +512,9 @@ func (s *Server) DisablePoll() error { return s.fuse.WaitMount() }
 func (s *Server) Wait() {
 	s.fuse.Wait()
 	s.waitOnce.Do(func() {
+		if h := s.m.host; h != nil && h.shared != nil {
+			h.shared.unregister(h)
+		}
 		if s.m.watch != nil {
 			s.m.watch.close()
 		}
