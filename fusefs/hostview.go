@@ -307,9 +307,31 @@ func (h *hostView) openChild(pol *policy.Policy, dirfd int, name, p string) (int
 // (the mount table of this process, /proc/self/mountinfo); mp and fstype
 // name the innermost such mount. A session root, mountpoint or directly
 // writable directory there is refused (a lookup in /proc/PID/fd of the
-// server itself opens another descriptor per entry). Errors: the mount
-// table could not be read.
+// server itself opens another descriptor per entry). Each ancestor is asked
+// with MountRootType (a statx, and a statmount at a mount root), so the
+// cost does not grow with the number of mounts; the mount table is read
+// when the kernel cannot say, and to name a refused mount's type in full
+// ("fuse.wsfs"). Errors: the mount table could not be read.
 func RefusedMount(p string) (mp, fstype string, refused bool, err error) {
+	for q := filepath.Clean(p); ; q = filepath.Dir(q) {
+		root, t, known := MountRootType(q)
+		if !known {
+			return refusedMountByTable(p)
+		}
+		if root && refusedFSType(t) {
+			if table, err := MountTable(); err == nil && table[q].FSType != "" {
+				t = table[q].FSType
+			}
+			return q, t, true, nil
+		}
+		if q == "/" || q == "." {
+			return "", "", false, nil
+		}
+	}
+}
+
+// refusedMountByTable is RefusedMount from the mount table alone.
+func refusedMountByTable(p string) (mp, fstype string, refused bool, err error) {
 	table, err := MountTable()
 	if err != nil {
 		return "", "", false, err

@@ -314,7 +314,7 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 	if identity.Within(rootCanon, mpCanon) {
 		return "", "", fmt.Errorf("root %q is inside the mountpoint %q", root, mountpoint)
 	}
-	if table, terr := MountTable(); terr == nil && table[mpCanon].FSType == "fuse.wsfs" {
+	if e, _, terr := MountAt(mpCanon); terr == nil && e.FSType == "fuse.wsfs" {
 		return "", "", fmt.Errorf("mountpoint %q is a live wsfs mount; unmount it first (wsfs unmount %s) or pick another directory", mountpoint, mpCanon)
 	}
 	if !nonEmpty {

@@ -334,11 +334,11 @@ func (c *creation) reserveMountpoint(ctx context.Context) error {
 // empty directory, or is missing with its parent present.
 func (c *creation) checkMountpoint(ctx context.Context) error {
 	id, mp, key := c.id, c.mp, c.key
-	if table, terr := fusefs.MountTable(); terr == nil && table[key] != (fusefs.MountEntry{}) {
-		if table[key].FSType == "fuse.wsfs" {
+	if e, ok, terr := fusefs.MountAt(key); terr == nil && ok && e != (fusefs.MountEntry{}) {
+		if e.FSType == "fuse.wsfs" {
 			return errorf(CodeExists, "session %q: mountpoint %q is a live wsfs mount; unmount it first (wsfs unmount %s) or pick another directory", id, mp, key)
 		}
-		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point (%s)", id, mp, table[key].FSType)
+		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point (%s)", id, mp, e.FSType)
 	}
 	switch fi, err := os.Lstat(key); {
 	case err == nil && !fi.IsDir():
