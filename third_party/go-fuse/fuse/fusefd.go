@@ -39,7 +39,8 @@ type fuseFD struct {
 	// loops tracks reader goroutines servicing fd.
 	loops sync.WaitGroup
 
-	// Shared pools owned by Server.
+	// Pools shared with the Server (readPool with every Server of the
+	// same read size).
 	reqPool  *sync.Pool
 	readPool *sync.Pool
 	buffers  *bufferPool
@@ -76,7 +77,7 @@ func (ms *Server) newFuseFD(fd int) (*fuseFD, error) {
 		file:          file,
 		conn:          conn,
 		reqPool:       &ms.reqPool,
-		readPool:      &ms.readPool,
+		readPool:      ms.readPool,
 		buffers:       &ms.buffers,
 		reqAllocBytes: reqAllocBytes,
 		readBufBytes:  readBufBytes,
