@@ -33,8 +33,10 @@ func TestMountAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	if e, ok, err := MountAt(dir); err != nil || !ok || e.FSType != "tmpfs" || e.Source != "wsfs-test" {
+	if e, ok, err := MountAt(dir); err != nil || !ok || e.FSType != "tmpfs" || e.Source != "wsfs-test" || e.Root != "/" {
 		t.Errorf("MountAt(%s) after the mount: %+v %v %v, want tmpfs from wsfs-test", dir, e, ok, err)
+	} else if table, err := MountTable(); err != nil || table[dir] != e {
+		t.Errorf("MountAt(%s) = %+v, the mount table has %+v (%v)", dir, e, table[dir], err)
 	}
 	if root, fstype, known := MountRootType(dir); !known || !root || fstype != "tmpfs" {
 		t.Errorf("MountRootType(%s): %v %q %v, want a tmpfs root", dir, root, fstype, known)
@@ -54,6 +56,11 @@ func TestMountAt(t *testing.T) {
 	table, err := MountTable()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range []string{"/", "/proc"} {
+		if e, ok, err := MountAt(p); err != nil || !ok || e != table[p] {
+			t.Errorf("MountAt(%s): %+v %v %v, want %+v as in the mount table", p, e, ok, err, table[p])
+		}
 	}
 	if root, fstype, known := MountRootType("/"); !known || !root || fstype != strings.SplitN(table["/"].FSType, ".", 2)[0] {
 		t.Errorf("MountRootType(/): %v %q %v, want the root of a %s mount", root, fstype, known, table["/"].FSType)

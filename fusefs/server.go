@@ -651,18 +651,18 @@ func isHostView(table map[string]MountEntry, path string) bool {
 
 // checkWsfsMount refuses to unmount what is not a wsfs mount (a tmpfs,
 // /proc): the verb exists for wsfs's own mounts, dead ones included. The
-// path is looked up in the mount table as spelled, then with its parent
-// canonicalized; the mountpoint itself is never stat'ed (a dead or hung
-// FUSE mount would answer ENOTCONN or hang).
+// path is looked up as spelled, then with its parent canonicalized, with
+// MountAt: the mountpoint is stat'ed only with AT_STATX_DONT_SYNC, which a
+// FUSE mount answers from the kernel's cache (a dead or hung one neither
+// answers ENOTCONN nor hangs), else read from the mount table.
 func checkWsfsMount(mountpoint string) error {
-	table, err := MountTable()
+	e, ok, err := MountAt(mountpoint)
 	if err != nil {
 		return nil // no mount table to judge by; umount2(2) still checks
 	}
-	e, ok := table[mountpoint]
 	if !ok {
 		if dir, err := filepath.EvalSymlinks(filepath.Dir(mountpoint)); err == nil {
-			e, ok = table[filepath.Join(dir, filepath.Base(mountpoint))]
+			e, ok, _ = MountAt(filepath.Join(dir, filepath.Base(mountpoint)))
 		}
 	}
 	switch {

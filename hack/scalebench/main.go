@@ -6,7 +6,7 @@
 // grows with the sessions already there), the daemon's memory per idle
 // session (VmRSS from /proc/PID/status and Rss/Anonymous from
 // /proc/PID/smaps_rollup, less the daemon's own with no session), its
-// threads, its CPU while idle (utime+stime over -idle), and writes a heap
+// threads and open descriptors, its CPU while idle (utime+stime over -idle), and writes a heap
 // profile (WSFS_DEBUG_HEAP_PROFILE, SIGUSR1) next to -out. It is a
 // benchmark harness, not a test: it asserts nothing.
 //
@@ -67,9 +67,9 @@ func main() {
 	if *out == "" {
 		*out = dir
 	}
-	fmt.Printf("%-7s %-9s %-9s %-12s %-9s %-9s %-9s %-9s %-9s %-8s %-8s %s\n",
+	fmt.Printf("%-7s %-9s %-9s %-12s %-9s %-9s %-9s %-9s %-9s %-8s %-6s %-8s %s\n",
 		"sessions", "create50", "create99", "create99last", "remove50", "remove99",
-		"rss/sess", "anon/sess", "rssMiB", "threads", "idleCPU", "note")
+		"rss/sess", "anon/sess", "rssMiB", "threads", "fds", "idleCPU", "note")
 	for _, n := range ns {
 		r := stage(*bin, filepath.Join(dir, fmt.Sprintf("n%d", n)), n, *out, *idle, *maxCreate, *maxRSS)
 		fmt.Println(r)
@@ -156,6 +156,7 @@ func stage(bin, dir string, n int, out string, idle, maxCreate time.Duration, ma
 	time.Sleep(2 * time.Second)
 	rss1, anon1 := memKiB(pid)
 	threads := statusField(pid, "Threads:")
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	cpu0 := cpuTicks(pid)
 	time.Sleep(idle)
 	cpu1 := cpuTicks(pid)
@@ -186,9 +187,9 @@ func stage(bin, dir string, n int, out string, idle, maxCreate time.Duration, ma
 	if len(last) >= 10 {
 		last = last[len(last)-len(last)/10:]
 	}
-	return fmt.Sprintf("%-7d %-9s %-9s %-12s %-9s %-9s %-9s %-9s %-9d %-8s %-8s %s",
+	return fmt.Sprintf("%-7d %-9s %-9s %-12s %-9s %-9s %-9s %-9s %-9d %-8s %-6d %-8s %s",
 		made, pct(create, 50), pct(create, 99), pct(last, 99), pct(remove, 50), pct(remove, 99),
-		per(rss0, rss1), per(anon0, anon1), rss1/1024, threads, fmt.Sprintf("%.1f%%", idleCPU), note)
+		per(rss0, rss1), per(anon0, anon1), rss1/1024, threads, len(fds), fmt.Sprintf("%.1f%%", idleCPU), note)
 }
 
 func id(i int) string { return fmt.Sprintf("s%05d", i) }
