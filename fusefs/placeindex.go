@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/wsfs/wsfs/identity"
@@ -124,9 +125,17 @@ func (x *PlaceIndex) forgetChanged(owner string, places []string) {
 		}
 	}
 	x.mu.RUnlock()
+	// The first name of each place: a view that never looked it up (most
+	// of them) costs one map lookup per place.
+	first := make([]string, len(places))
+	for i, p := range places {
+		first[i], _, _ = strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	}
 	for _, n := range roots {
-		for _, p := range places {
-			forgetEntry(n, "/", p, false)
+		for i, p := range places {
+			if first[i] != "" && n.GetChild(first[i]) != nil {
+				forgetEntry(n, "/", p, false)
+			}
 		}
 	}
 }
