@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -92,6 +93,7 @@ type hostView struct {
 	shared  *PlaceIndex              // HostViewConfig.Shared; nil: none
 	owner   string                   // HostViewConfig.Owner
 	root    atomic.Pointer[node]     // the node tree's root, once serving (for shared's invalidations)
+	seen    sync.Map                 // first names of the paths decided, for shared (PlaceIndex.note)
 	defHide []string                 // hidden unless visible (DefaultHidden)
 	links   map[string]string
 	linkIno map[string]uint64
@@ -150,6 +152,7 @@ func (h *hostView) hiddenAt(pol *policy.Policy, p string) (hidden, passage bool)
 	vis := h.visible(pol)
 	hid := -1
 	if h.shared != nil {
+		h.shared.note(h, p)
 		hid = h.shared.innermostLen(p, h.owner)
 	}
 	for _, list := range [2][]string{*h.hidden.Load(), h.defHide} {
@@ -628,10 +631,6 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		host:    h,
 	}
 	m.pol.Store(cfg.Policy)
-	if h.shared != nil {
-		// Told of changes before it answers its first lookup (serve).
-		h.shared.register(h)
-	}
 	srv, err := m.serve(rootFd, &st, serveOpts{
 		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,

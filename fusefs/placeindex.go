@@ -32,9 +32,11 @@ type PlaceIndex struct {
 	below map[string]int
 	// owned lists each owner's additions, repeats included.
 	owned map[string][]string
-	// views are the host views consulting the index; their kernel caches
-	// are told of a change (forgetChanged).
-	views map[*hostView]struct{}
+	// byFirst has, for each first name of a path ("var" for /var/tmp/x),
+	// the host views that decided a path under it (note): only their
+	// kernel caches can hold an entry there, and only they are told of a
+	// change there (forgetChanged).
+	byFirst map[string]map[*hostView]struct{}
 }
 
 // NewPlaceIndex returns an empty index.
@@ -43,7 +45,7 @@ func NewPlaceIndex() *PlaceIndex {
 		holders: map[string]map[string]int{},
 		below:   map[string]int{},
 		owned:   map[string][]string{},
-		views:   map[*hostView]struct{}{},
+		byFirst: map[string]map[*hostView]struct{}{},
 	}
 }
 
@@ -107,49 +109,74 @@ func (x *PlaceIndex) Remove(owner string) {
 	x.forgetChanged(owner, places)
 }
 
-// forgetChanged drops, in every view of an owner other than owner, the
-// kernel's entries for places and the cached listings of their parents.
-// Each view checks its own node tree (forgetEntry), a map lookup or two for
-// a place it never looked up. Called without x.mu: an invalidation may wait
-// for a request of that view in progress, which may be consulting the
+// forgetChanged drops, in every view of an owner other than owner that
+// ever decided a path under a place's first name (note), the kernel's
+// entries for places and the cached listings of their parents: a view that
+// never went there costs nothing. Called without x.mu: an invalidation may
+// wait for a request of that view in progress, which may be consulting the
 // index.
 func (x *PlaceIndex) forgetChanged(owner string, places []string) {
-	if len(places) == 0 {
-		return
+	type job struct {
+		root *node
+		p    string
 	}
+	var jobs []job
 	x.mu.RLock()
-	roots := make([]*node, 0, len(x.views))
-	for h := range x.views {
-		if n := h.root.Load(); n != nil && h.owner != owner {
-			roots = append(roots, n)
-		}
-	}
-	x.mu.RUnlock()
-	// The first name of each place: a view that never looked it up (most
-	// of them) costs one map lookup per place.
-	first := make([]string, len(places))
-	for i, p := range places {
-		first[i], _, _ = strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	}
-	for _, n := range roots {
-		for i, p := range places {
-			if first[i] != "" && n.GetChild(first[i]) != nil {
-				forgetEntry(n, "/", p, false)
+	for _, p := range places {
+		for h := range x.byFirst[firstName(p)] {
+			if n := h.root.Load(); n != nil && h.owner != owner {
+				jobs = append(jobs, job{n, p})
 			}
 		}
 	}
+	x.mu.RUnlock()
+	for _, j := range jobs {
+		forgetEntry(j.root, "/", j.p, false)
+	}
 }
 
-// register and unregister add and drop a host view consulting x.
-func (x *PlaceIndex) register(h *hostView) {
+// firstName returns the first name of the clean absolute path p, "" for
+// "/".
+func firstName(p string) string {
+	first, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	return first
+}
+
+// note records that the host view h decides the path p (hostView.hiddenAt,
+// which every lookup, listing and change of a host view goes through)
+// before it reads the index, so a change made after that read is told to
+// h (forgetChanged), and one made before is seen by the read.
+func (x *PlaceIndex) note(h *hostView, p string) {
+	first := firstName(p)
+	if first == "" {
+		return
+	}
+	if _, ok := h.seen.Load(first); ok {
+		return
+	}
 	x.mu.Lock()
-	x.views[h] = struct{}{}
+	views := x.byFirst[first]
+	if views == nil {
+		views = map[*hostView]struct{}{}
+		x.byFirst[first] = views
+	}
+	views[h] = struct{}{}
 	x.mu.Unlock()
+	h.seen.Store(first, struct{}{})
 }
 
+// unregister drops a host view that is gone.
 func (x *PlaceIndex) unregister(h *hostView) {
 	x.mu.Lock()
-	delete(x.views, h)
+	h.seen.Range(func(k, _ any) bool {
+		if views := x.byFirst[k.(string)]; views != nil {
+			delete(views, h)
+			if len(views) == 0 {
+				delete(x.byFirst, k.(string))
+			}
+		}
+		return true
+	})
 	x.mu.Unlock()
 }
 

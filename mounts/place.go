@@ -170,13 +170,17 @@ func (m *Manager) checkNotInMount(id, mp string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for other, owner := range m.mountpoints {
-		if owner != id && mp == other {
-			return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
-		}
-		if owner != id && identity.Within(mp, other) {
+	// mp and each of its ancestors, innermost first: O(depth), whatever
+	// the number of sessions.
+	for other := filepath.Clean(mp); ; other = filepath.Dir(other) {
+		if owner, ok := m.mountpoints[other]; ok && owner != id {
+			if other == filepath.Clean(mp) {
+				return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
+			}
 			return errorf(CodeExists, "session %q: mountpoint %q is inside session %q's mount %s", id, mp, owner, other)
 		}
+		if other == "/" || other == "." {
+			return nil
+		}
 	}
-	return nil
 }
