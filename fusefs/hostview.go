@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -38,6 +39,13 @@ type HostViewConfig struct {
 	// Links keys stay visible inside a hidden place (their ancestors are
 	// passages: looked up, listed with only the names on the way).
 	Hidden []string
+	// Shared, when set, is the daemon-wide index of the places sessions
+	// hide from each other: every place it holds for an owner other than
+	// Owner is hidden as a Hidden entry is, and changes to it reach this
+	// view at once (PlaceIndex.Add, Remove). Owner names this view's
+	// session in it.
+	Shared *PlaceIndex
+	Owner  string
 	// Links maps a canonical physical path to the absolute link text shown
 	// there instead of the object: the session root and the session
 	// mountpoint map to the session mountpoint, so one object has one path.
@@ -90,6 +98,10 @@ func refusedFSType(t string) bool {
 type hostView struct {
 	hidden  atomic.Pointer[[]string] // always hidden (HostViewConfig.Hidden, SetHidden) and the mountpoint
 	mp      string                   // the host view's own mountpoint, always hidden
+	shared  *PlaceIndex              // HostViewConfig.Shared; nil: none
+	owner   string                   // HostViewConfig.Owner
+	root    atomic.Pointer[node]     // the node tree's root, once serving (for shared's invalidations)
+	seen    sync.Map                 // first names of the paths decided, for shared (PlaceIndex.note)
 	defHide []string                 // hidden unless visible (DefaultHidden)
 	links   map[string]string
 	linkIno map[string]uint64
@@ -147,6 +159,10 @@ func (h *hostView) visible(pol *policy.Policy) []string {
 func (h *hostView) hiddenAt(pol *policy.Policy, p string) (hidden, passage bool) {
 	vis := h.visible(pol)
 	hid := -1
+	if h.shared != nil {
+		h.shared.note(h, p)
+		hid = h.shared.innermostLen(p, h.owner)
+	}
 	for _, list := range [2][]string{*h.hidden.Load(), h.defHide} {
 		for _, x := range list {
 			if len(x) > hid && identity.Within(p, x) {
@@ -260,6 +276,9 @@ func (h *hostView) holdsHidden(pol *policy.Policy, p string) bool {
 
 // hidesBelow reports whether a hidden place lies strictly inside dir.
 func (h *hostView) hidesBelow(dir string) bool {
+	if h.shared != nil && h.shared.hasUnder(dir, h.owner) {
+		return true
+	}
 	for _, list := range [2][]string{*h.hidden.Load(), h.defHide} {
 		for _, x := range list {
 			if x != dir && identity.Within(x, dir) {
@@ -299,9 +318,31 @@ func (h *hostView) openChild(pol *policy.Policy, dirfd int, name, p string) (int
 // (the mount table of this process, /proc/self/mountinfo); mp and fstype
 // name the innermost such mount. A session root, mountpoint or directly
 // writable directory there is refused (a lookup in /proc/PID/fd of the
-// server itself opens another descriptor per entry). Errors: the mount
-// table could not be read.
+// server itself opens another descriptor per entry). Each ancestor is asked
+// with MountRootType (a statx, and a statmount at a mount root), so the
+// cost does not grow with the number of mounts; the mount table is read
+// when the kernel cannot say, and to name a refused mount's type in full
+// ("fuse.wsfs"). Errors: the mount table could not be read.
 func RefusedMount(p string) (mp, fstype string, refused bool, err error) {
+	for q := filepath.Clean(p); ; q = filepath.Dir(q) {
+		root, t, known := MountRootType(q)
+		if !known {
+			return refusedMountByTable(p)
+		}
+		if root && refusedFSType(t) {
+			if table, err := MountTable(); err == nil && table[q].FSType != "" {
+				t = table[q].FSType
+			}
+			return q, t, true, nil
+		}
+		if q == "/" || q == "." {
+			return "", "", false, nil
+		}
+	}
+}
+
+// refusedMountByTable is RefusedMount from the mount table alone.
+func refusedMountByTable(p string) (mp, fstype string, refused bool, err error) {
 	table, err := MountTable()
 	if err != nil {
 		return "", "", false, err
@@ -455,11 +496,17 @@ func (s *Server) forgetMountsFrom(places []string) {
 // node tree's own entry too; nothing for a path outside the mount's root, or
 // the root itself.
 func (s *Server) forgetEntry(p string, drop bool) {
-	if p == s.m.root || !identity.Within(p, s.m.root) {
+	forgetEntry(s.rootNode, s.m.root, p, drop)
+}
+
+// forgetEntry is Server.forgetEntry for the node tree at rootNode, whose
+// physical root is root.
+func forgetEntry(rootNode *node, root, p string, drop bool) {
+	if p == root || !identity.Within(p, root) {
 		return
 	}
-	dir := &s.rootNode.Inode
-	names := strings.Split(strings.TrimPrefix(identity.Rebase(p, s.m.root, "/"), "/"), "/")
+	dir := &rootNode.Inode
+	names := strings.Split(strings.TrimPrefix(identity.Rebase(p, root, "/"), "/"), "/")
 	for i, name := range names {
 		if i == len(names)-1 {
 			if drop {
@@ -560,6 +607,8 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		created: time.Now(),
 		uid:     uint32(os.Getuid()),
 		gid:     uint32(os.Getgid()),
+		shared:  cfg.Shared,
+		owner:   cfg.Owner,
 	}
 	h.mp = mpCanon
 	if err := h.setHidden(cfg.Hidden); err != nil {
@@ -602,11 +651,15 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		host:    h,
 	}
 	m.pol.Store(cfg.Policy)
-	return m.serve(rootFd, &st, serveOpts{
+	srv, err := m.serve(rootFd, &st, serveOpts{
 		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, users: cfg.Users, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
 		kind: "hostview", keep: cfg.Keep, adopt: cfg.Adopt, transport: cfg.Transport,
 	})
+	if err != nil && h.shared != nil {
+		h.shared.unregister(h)
+	}
+	return srv, err
 }
 
 // checkEmptyDir returns the canonical path of an existing, empty directory.

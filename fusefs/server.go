@@ -138,6 +138,9 @@ type serveOpts struct {
 func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, error) {
 	var err error
 	rootNode := m.newNode(rootFd, m.root)
+	if m.host != nil {
+		m.host.root.Store(rootNode)
+	}
 	if !o.noWatch {
 		if m.watch, err = newWatcher(); err != nil {
 			m.log.Warn("host changes not watched; short cache timeouts", m.sessionAttr("err", err)...)
@@ -405,7 +408,7 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 	if identity.Within(rootCanon, mpCanon) {
 		return "", "", fmt.Errorf("root %q is inside the mountpoint %q", root, mountpoint)
 	}
-	if table, terr := MountTable(); terr == nil && table[mpCanon].FSType == "fuse.wsfs" {
+	if e, _, terr := MountAt(mpCanon); terr == nil && e.FSType == "fuse.wsfs" {
 		return "", "", fmt.Errorf("mountpoint %q is a live wsfs mount; unmount it first (wsfs unmount %s) or pick another directory", mountpoint, mpCanon)
 	}
 	if !nonEmpty {
@@ -643,6 +646,9 @@ func (s *Server) Wait() {
 	s.fuse.Wait()
 	s.waitOnce.Do(func() {
 		s.m.unkeep(s.m.mountpoint)
+		if h := s.m.host; h != nil && h.shared != nil {
+			h.shared.unregister(h)
+		}
 		if s.m.watch != nil {
 			s.m.watch.close()
 		}
@@ -779,18 +785,18 @@ func isHostView(table map[string]MountEntry, path string) bool {
 
 // checkWsfsMount refuses to unmount what is not a wsfs mount (a tmpfs,
 // /proc): the verb exists for wsfs's own mounts, dead ones included. The
-// path is looked up in the mount table as spelled, then with its parent
-// canonicalized; the mountpoint itself is never stat'ed (a dead or hung
-// FUSE mount would answer ENOTCONN or hang).
+// path is looked up as spelled, then with its parent canonicalized, with
+// MountAt: the mountpoint is stat'ed only with AT_STATX_DONT_SYNC, which a
+// FUSE mount answers from the kernel's cache (a dead or hung one neither
+// answers ENOTCONN nor hangs), else read from the mount table.
 func checkWsfsMount(mountpoint string) error {
-	table, err := MountTable()
+	e, ok, err := MountAt(mountpoint)
 	if err != nil {
 		return nil // no mount table to judge by; umount2(2) still checks
 	}
-	e, ok := table[mountpoint]
 	if !ok {
 		if dir, err := filepath.EvalSymlinks(filepath.Dir(mountpoint)); err == nil {
-			e, ok = table[filepath.Join(dir, filepath.Base(mountpoint))]
+			e, ok, _ = MountAt(filepath.Join(dir, filepath.Base(mountpoint)))
 		}
 	}
 	switch {

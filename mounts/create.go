@@ -70,7 +70,6 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Session, error) {
 	snap := s.snapshot()
 	s.mu.Unlock()
 	m.mu.Unlock()
-	m.refreshHidden() // the other host views hide this session
 	return snap, nil
 }
 
@@ -318,17 +317,20 @@ func (c *creation) reserveMountpoint(ctx context.Context) error {
 		return err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if owner, taken := m.mountpoints[key]; taken {
+		m.mu.Unlock()
 		return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
 	}
 	if err := m.checkPlaceLocked(id, c.origin, root, mp, key); err != nil {
+		m.mu.Unlock()
 		return err
 	}
 	m.mountpoints[key] = id
 	m.roots[id] = root
+	m.mu.Unlock()
 	c.key = key
 	c.undo = append(c.undo, func() {
+		m.places.Remove(id)
 		m.mu.Lock()
 		delete(m.roots, id)
 		if m.mountpoints[key] == id {
@@ -336,6 +338,10 @@ func (c *creation) reserveMountpoint(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 	})
+	// Hidden from every other session's host view from now on.
+	if err := m.places.Add(id, placesOf(root, key)...); err != nil {
+		return errorf(CodeInternal, "session %q: %v", id, err)
+	}
 	return nil
 }
 
@@ -343,11 +349,11 @@ func (c *creation) reserveMountpoint(ctx context.Context) error {
 // empty directory, or is missing with its parent present.
 func (c *creation) checkMountpoint(ctx context.Context) error {
 	id, mp, key := c.id, c.mp, c.key
-	if table, terr := fusefs.MountTable(); terr == nil && table[key] != (fusefs.MountEntry{}) {
-		if table[key].FSType == "fuse.wsfs" {
+	if e, ok, terr := fusefs.MountAt(key); terr == nil && ok && e != (fusefs.MountEntry{}) {
+		if e.FSType == "fuse.wsfs" {
 			return errorf(CodeExists, "session %q: mountpoint %q is a live wsfs mount; unmount it first (wsfs unmount %s) or pick another directory", id, mp, key)
 		}
-		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point (%s)", id, mp, table[key].FSType)
+		return errorf(CodeExists, "session %q: mountpoint %q is already a mount point (%s)", id, mp, e.FSType)
 	}
 	switch fi, err := os.Lstat(key); {
 	case err == nil && !fi.IsDir():
@@ -407,6 +413,12 @@ func (c *creation) makeState(ctx context.Context) error {
 	return nil
 }
 
+// mountHook, when set (tests only), is called by every Create between the
+// mount of its host view and the mount of its root, with the session id: a
+// test blocks there to show the daemon answering while a create is in the
+// middle of mounting.
+var mountHook func(id string)
+
 // mount mounts the root (the policy compiled again with the session's temp
 // directory when the spec names none) and checks that the mount serves the
 // directory the root named before.
@@ -432,6 +444,9 @@ func (c *creation) mount(ctx context.Context) error {
 		return errorf(CodeInternal, "session %q: %v", id, err)
 	}
 	c.undo = append(c.undo, func() { m.unmountHostView(id) })
+	if mountHook != nil {
+		mountHook(id)
+	}
 	srv, err := fusefs.Mount(fusefs.Config{
 		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
 		Logger: m.labelled(c.spec.Labels), Session: id, HostView: m.hostViewOf(id), Users: c.spec.Users,

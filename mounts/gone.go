@@ -15,16 +15,25 @@ import (
 // which no policy guards, so nothing may be started there in the session's
 // name (Cwd, Chdir, exec refuse a failed session) and list and show say so.
 // Remove still cleans up. table is the mount table (fusefs.MountTable),
-// nil to read it here; a table that cannot be read changes nothing. s.mu
-// is held.
+// nil to ask the kernel about the mountpoint alone (fusefs.MountRootType;
+// the table when it cannot say); a table that cannot be read changes
+// nothing. s.mu is held.
 func (m *Manager) noticeUnmounted(s *session, table map[string]fusefs.MountEntry) {
 	if s.srv == nil || s.failed != "" || s.gone {
 		return
 	}
 	if table == nil {
-		var err error
-		if table, err = fusefs.MountTable(); err != nil {
+		// Without the table, when the kernel can say: one statx (and a
+		// statmount), whatever the number of mounts.
+		root, fstype, known := fusefs.MountRootType(s.rec.Mountpoint)
+		if known && root && strings.HasPrefix(fstype, "fuse") {
 			return
+		}
+		if !known {
+			var err error
+			if table, err = fusefs.MountTable(); err != nil {
+				return
+			}
 		}
 	}
 	if e, ok := table[s.rec.Mountpoint]; ok && strings.HasPrefix(e.FSType, "fuse") {

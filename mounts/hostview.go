@@ -81,7 +81,9 @@ func (m *Manager) serveHostView(id, root, mp string, pol *policy.Policy, log *sl
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
 		Mountpoint: dir,
 		Policy:     pol,
-		Hidden:     m.hiddenFor(id),
+		Hidden:     m.viewHidden(),
+		Shared:     m.places,
+		Owner:      id,
 		Links:      map[string]string{root: mp, mp: mp},
 		Logger:     log, // the session's, with its labels
 		Session:    id,
@@ -132,8 +134,8 @@ func (m *Manager) unmountHostView(id string) {
 	os.Remove(filepath.Dir(dir)) // the last one: nothing left in the mount base
 }
 
-// setHostViewPolicy gives session id's host view the policy pol (with the
-// places it hides for pol's none roots).
+// setHostViewPolicy gives session id's host view (and its jail twin) the
+// policy pol; what they hide for pol's none roots follows from it.
 func (m *Manager) setHostViewPolicy(id string, pol *policy.Policy) {
 	m.mu.Lock()
 	hv := m.hostViews[id]
@@ -146,69 +148,45 @@ func (m *Manager) setHostViewPolicy(id string, pol *policy.Policy) {
 		}
 	}
 	m.mu.Unlock()
-	if hv == nil {
-		return
-	}
 	for _, srv := range srvs {
 		srv.SetPolicy(pol)
 	}
-	m.refreshHidden()
 }
 
-// refreshHidden recomputes what every host view hides: sessions come and
-// go, and each host view hides the others.
-func (m *Manager) refreshHidden() {
-	m.mu.Lock()
-	views := make(map[string]hostView, len(m.hostViews))
-	for id, hv := range m.hostViews {
-		views[id] = *hv
+// placesOf returns the places a session with physical root root and
+// mountpoint mp hides from every other session (m.places): both, but a
+// root at a system directory (SystemDir), which other sessions see
+// read-only as the host has it.
+func placesOf(root, mp string) []string {
+	if SystemDir(root) {
+		return []string{mp}
 	}
-	m.mu.Unlock()
-	for id, hv := range views {
-		hidden := m.hiddenFor(id)
-		for _, srv := range []*fusefs.Server{hv.srv, hv.jail} {
-			if srv == nil {
-				continue
-			}
-			if err := srv.SetHidden(hidden); err != nil {
-				m.log.Warn("host view: hidden places", "session", id, "err", err)
-			}
-		}
-	}
+	return []string{root, mp}
 }
 
-// hiddenFor returns what session id's host view hides on top of
-// fusefs.DefaultHidden: the daemon's state directory (records, event logs,
-// the lock, every other session's temp area), the mount base (every other
-// session's default mountpoint, every host view), Config.Hidden (the
-// socket), every other session's root and mountpoint (fusefs itself hides
-// mounts whose source lies in a none root of the session's policy). What
-// the session may see stays visible where it lies inside those (its temp
-// area under the state directory, its mountpoint under the mount base, a
-// root next to the socket): the host view makes the directories on the way
-// passages, listed with only the names on the way (fusefs.HostViewConfig).
-func (m *Manager) hiddenFor(id string) []string {
-	var hidden []string
-	m.mu.Lock()
-	for mp, other := range m.mountpoints {
-		if other != id {
-			hidden = append(hidden, mp)
-		}
-	}
-	for other, root := range m.roots {
-		if other != id && !SystemDir(root) {
-			hidden = append(hidden, root)
-		}
-	}
-	m.mu.Unlock()
-	return append(append(hidden, m.stateDir, m.mountBase), m.hidden...)
+// viewHidden returns what every host view hides on top of
+// fusefs.DefaultHidden besides the other sessions (m.places, consulted by
+// each view as HostViewConfig.Shared with the session as Owner): the
+// daemon's state directory (records, event logs, the lock, every other
+// session's temp area), the mount base (every other session's default
+// mountpoint, every host view) and Config.Hidden (the socket). Every other
+// session's root and mountpoint are hidden through m.places; fusefs itself
+// hides mounts whose source lies in a none root of the session's policy.
+// What the session may see stays visible where it lies inside those (its
+// temp area under the state directory, its mountpoint under the mount base,
+// a root next to the socket): the host view makes the directories on the
+// way passages, listed with only the names on the way
+// (fusefs.HostViewConfig).
+func (m *Manager) viewHidden() []string {
+	return append([]string{m.stateDir, m.mountBase}, m.hidden...)
 }
 
 // checkWritable refuses w, a canonical directory a jail of session id
 // (policy pol) would bind writable directly, when it lies in or contains a
-// place the session's host view hides (hiddenFor, and pol's none roots): a
-// jail binds it over the tmpfs that hides them, and a write there bypasses
-// the mounts' policy (session records, another session's mountpoint).
+// place the session's host view hides (viewHidden, the other sessions'
+// places in m.places, and pol's none roots): a jail binds it over the tmpfs
+// that hides them, and a write there bypasses the mounts' policy (session
+// records, another session's mountpoint).
 func (m *Manager) checkWritable(id string, pol *policy.Policy, w string) error {
 	var places []string
 	for _, r := range pol.Spec().Additional {
@@ -216,12 +194,26 @@ func (m *Manager) checkWritable(id string, pol *policy.Policy, w string) error {
 			places = append(places, r.Path)
 		}
 	}
-	for _, h := range append(places, m.hiddenFor(id)...) {
+	check := func(h string) error {
 		switch {
 		case identity.Within(w, h):
 			return fmt.Errorf("lies in %s, which the session's host view hides (a jail may not write there)", h)
 		case identity.Within(h, w):
 			return fmt.Errorf("contains %s, which the session's host view hides (a jail may not write there)", h)
+		}
+		return nil
+	}
+	for _, h := range places {
+		if err := check(h); err != nil {
+			return err
+		}
+	}
+	if place, _, rel, ok := m.places.Conflict(w, id); ok {
+		return fmt.Errorf("%s %s, which the session's host view hides (a jail may not write there)", rel, place)
+	}
+	for _, h := range m.viewHidden() {
+		if err := check(h); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -94,7 +94,9 @@ func (m *Manager) ensureJailView(s *session) {
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
 		Mountpoint: dir,
 		Policy:     s.pol,
-		Hidden:     m.hiddenFor(id),
+		Hidden:     m.viewHidden(),
+		Shared:     m.places,
+		Owner:      id,
 		// No link for the root: the jail shows the jail view over the
 		// root's path.
 		Symlinks:  fusefs.SymlinksFollow,

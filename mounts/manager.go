@@ -57,6 +57,11 @@ type Manager struct {
 	roots       map[string]string    // id → physical root, incl. creates in progress
 	hostViews   map[string]*hostView // id → mounted host view (hostview.go)
 	closed      bool
+
+	// places are every session's root and mountpoint, each held by its
+	// session, incl. creates in progress: what every host view hides of
+	// the other sessions (hostview.go). Its own lock, not mu.
+	places *fusefs.PlaceIndex
 }
 
 // session is the Manager's state of one session. rec.ID, Origin, Root,
@@ -142,6 +147,7 @@ func New(cfg Config) (m *Manager, err error) {
 		mountpoints: make(map[string]string),
 		roots:       make(map[string]string),
 		hostViews:   make(map[string]*hostView),
+		places:      fusefs.NewPlaceIndex(),
 	}
 	for _, h := range cfg.Hidden {
 		if !filepath.IsAbs(h) {

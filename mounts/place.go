@@ -6,8 +6,9 @@ package mounts
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -93,11 +94,16 @@ func (m *Manager) checkPlaceLocked(id, origin, root, mp, key string) error {
 	if err := m.checkOwn(id, "root", origin, root, ""); err != nil {
 		return err
 	}
-	others := make([]string, 0, len(m.mountpoints))
-	for other := range m.mountpoints {
-		others = append(others, other)
+	// The sorted walks below name the first conflict by path or id; they
+	// run only when there is one (a create's checks stay cheap with
+	// thousands of sessions).
+	var others []string
+	for other, owner := range m.mountpoints {
+		if owner != id && relation(root, other) != "" {
+			others = slices.Sorted(maps.Keys(m.mountpoints))
+			break
+		}
 	}
-	sort.Strings(others)
 	for _, other := range others {
 		if owner := m.mountpoints[other]; owner != id {
 			if rel := relation(root, other); rel != "" {
@@ -108,11 +114,13 @@ func (m *Manager) checkPlaceLocked(id, origin, root, mp, key string) error {
 	if key == "" {
 		return nil
 	}
-	owners := make([]string, 0, len(m.roots))
-	for owner := range m.roots {
-		owners = append(owners, owner)
+	var owners []string
+	for owner, other := range m.roots {
+		if owner != id && identity.Within(key, other) {
+			owners = slices.Sorted(maps.Keys(m.roots))
+			break
+		}
 	}
-	sort.Strings(owners)
 	for _, owner := range owners {
 		if other := m.roots[owner]; owner != id && identity.Within(key, other) {
 			return errorf(CodeInvalid, "session %q: mountpoint %q is inside session %q's root %s; the mount would shadow part of that session's project", id, mp, owner, other)
@@ -200,13 +208,17 @@ func (m *Manager) checkNotInMount(id, mp string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for other, owner := range m.mountpoints {
-		if owner != id && mp == other {
-			return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
-		}
-		if owner != id && identity.Within(mp, other) {
+	// mp and each of its ancestors, innermost first: O(depth), whatever
+	// the number of sessions.
+	for other := filepath.Clean(mp); ; other = filepath.Dir(other) {
+		if owner, ok := m.mountpoints[other]; ok && owner != id {
+			if other == filepath.Clean(mp) {
+				return errorf(CodeExists, "session %q: mountpoint %q is in use by session %q", id, mp, owner)
+			}
 			return errorf(CodeExists, "session %q: mountpoint %q is inside session %q's mount %s", id, mp, owner, other)
 		}
+		if other == "/" || other == "." {
+			return nil
+		}
 	}
-	return nil
 }

@@ -109,7 +109,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	wg.Wait()
 	m.endAllKept()
-	m.refreshHidden() // every host view hides every other session
 	if err := errors.Join(errs...); err != nil {
 		return errorf(CodeFailed, "recover: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
@@ -170,6 +169,11 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	m.mountpoints[rec.Mountpoint] = id
 	m.roots[id] = rec.Root
 	m.mu.Unlock()
+	// Hidden from every other session's host view (recorded paths are
+	// canonical and absolute).
+	if err := m.places.Add(id, placesOf(rec.Root, rec.Mountpoint)...); err != nil {
+		m.log.Warn("recover: hidden places", "session", id, "err", err)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

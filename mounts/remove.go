@@ -78,7 +78,7 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 		delete(m.mountpoints, s.rec.Mountpoint)
 	}
 	m.mu.Unlock()
-	m.refreshHidden()
+	m.places.Remove(id) // shown again in the other host views
 	m.log.Info("session removed", "session", id, "force", force)
 	return nil
 }

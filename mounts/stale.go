@@ -42,11 +42,10 @@ const lockWait = 60 * time.Second
 // (see above) cannot keep it or hang the unmount; use it only when no live
 // server can be serving mp.
 func clearMount(mp string, force, abort bool) error {
-	table, err := fusefs.MountTable()
+	e, ok, err := fusefs.MountAt(mp)
 	if err != nil {
 		return err
 	}
-	e, ok := table[mp]
 	if !ok {
 		return nil
 	}

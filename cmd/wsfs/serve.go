@@ -136,6 +136,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	defer startHeapProfiler(logger)()
 
 	if f.keep && os.Geteuid() != 0 {
 		return errUsage("--keep-connections: needs root (open_by_handle_at(2) finds a session's files again after a restart)")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -38,7 +39,8 @@ type fuseFD struct {
 	// loops tracks reader goroutines servicing fd.
 	loops sync.WaitGroup
 
-	// Shared pools owned by Server.
+	// Pools shared with the Server (readPool with every Server of the
+	// same read size).
 	reqPool  *sync.Pool
 	readPool *sync.Pool
 	buffers  *bufferPool
@@ -51,8 +53,19 @@ type fuseFD struct {
 // newFuseFD returns a fuseFD bound to ms and ready to read from fd.
 // Ownership of fd passes to the returned fuseFD's *os.File. All shared
 // state (pools, buffer pool, accounting constants) is wired up here.
+//
+// The fd is put in non-blocking mode so that reads go through the Go
+// runtime's poller (/dev/fuse supports poll(2)): an idle reader then waits
+// parked, holding neither an OS thread nor a read buffer, which matters for
+// a process serving thousands of mostly idle mounts. When the fd cannot be
+// polled it is put back in blocking mode and read as before.
 func (ms *Server) newFuseFD(fd int) (*fuseFD, error) {
+	nonblock := syscall.SetNonblock(fd, true) == nil
 	file := os.NewFile(uintptr(fd), "/dev/fuse")
+	if nonblock && file.SetReadDeadline(time.Time{}) != nil {
+		// Not in the poller: reads must block in the kernel.
+		syscall.SetNonblock(fd, false)
+	}
 	conn, err := file.SyscallConn()
 	if err != nil {
 		file.Close()
@@ -64,7 +77,7 @@ func (ms *Server) newFuseFD(fd int) (*fuseFD, error) {
 		file:          file,
 		conn:          conn,
 		reqPool:       &ms.reqPool,
-		readPool:      &ms.readPool,
+		readPool:      ms.readPool,
 		buffers:       &ms.buffers,
 		reqAllocBytes: reqAllocBytes,
 		readBufBytes:  readBufBytes,
@@ -110,13 +123,23 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 	r.reqMu.Unlock()
 
 	req = r.reqPool.Get().(*requestAlloc)
-	dest := r.readPool.Get().([]byte)
-
+	// The read buffer is taken only when a read is tried, and given back
+	// while the reader waits for the fd to become readable (newFuseFD).
+	var dest []byte
 	var n int
 	err := handleEINTR(func() error {
 		var err error
-		if cerr := r.withFD(func(fd int) {
-			n, err = syscall.Read(fd, dest)
+		if cerr := r.conn.Read(func(fd uintptr) bool {
+			if dest == nil {
+				dest = r.readPool.Get().([]byte)
+			}
+			n, err = syscall.Read(int(fd), dest)
+			if err == syscall.EAGAIN {
+				r.readPool.Put(dest)
+				dest = nil
+				return false
+			}
+			return true
 		}); cerr != nil {
 			return cerr
 		}
@@ -124,7 +147,11 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 	})
 	if err != nil {
 		r.reqMu.Lock()
-		r.putReadBuf(dest)
+		if dest != nil {
+			r.putReadBuf(dest)
+		} else { // the wait ended without a read: the fd was closed
+			r.inflightRequestBytes -= r.readBufBytes
+		}
 		r.putReq(req)
 		r.reqReaders--
 		r.reqMu.Unlock()

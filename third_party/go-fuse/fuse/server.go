@@ -57,8 +57,9 @@ type Server struct {
 	// Pool for request structs.
 	reqPool sync.Pool
 
-	// Pool for raw requests data
-	readPool sync.Pool
+	// Pool for raw requests data, shared by every Server reading
+	// requests of the same size (readPoolFor).
+	readPool *sync.Pool
 
 	singleReader bool
 	canSplice    bool
@@ -281,7 +282,23 @@ func newServer(fs RawFileSystem, o *MountOptions, maxReaders int) *Server {
 			},
 		}
 	}
-	ms.readPool.New = func() any {
+	ms.readPool = readPoolFor(readBufSize, readBufBytes)
+	return ms
+}
+
+// readPools holds, by read buffer size, the pools of read buffers shared
+// by every Server in the process: a buffer goes back to the pool after each
+// request, so a process serving many mostly idle mounts keeps as many
+// buffers as requests are read at once, not one (or more) per mount.
+var readPools sync.Map // int → *sync.Pool
+
+// readPoolFor returns the shared pool of read buffers of readBufSize
+// usable bytes (readBufBytes allocated, for alignment).
+func readPoolFor(readBufSize, readBufBytes int) *sync.Pool {
+	if p, ok := readPools.Load(readBufSize); ok {
+		return p.(*sync.Pool)
+	}
+	p := &sync.Pool{New: func() any {
 		// O_DIRECT typically requires buffers aligned to
 		// blocksize (see man 2 open), but requirements vary
 		// across file systems. Presumably, we could also fix
@@ -289,8 +306,9 @@ func newServer(fs RawFileSystem, o *MountOptions, maxReaders int) *Server {
 		buf := make([]byte, readBufBytes)
 		buf = alignSlice(buf, unsafe.Sizeof(WriteIn{}), logicalBlockSize, uintptr(readBufSize))
 		return buf
-	}
-	return ms
+	}}
+	actual, _ := readPools.LoadOrStore(readBufSize, p)
+	return actual.(*sync.Pool)
 }
 
 func requestAccountingSizes(maxWrite int) (readBufSize, readBufBytes, reqAllocBytes int) {
