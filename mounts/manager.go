@@ -49,7 +49,7 @@ type Manager struct {
 	// ends them.
 	kept      map[string]*transport.Conn
 	transport transport.Mode // Config.FuseTransport, resolved
-	made      []string // what New made, outermost first (Abandon removes it)
+	made      []string       // what New made, outermost first (Abandon removes it)
 
 	mu          sync.Mutex
 	sessions    map[string]*session  // published and being created
