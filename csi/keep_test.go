@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wsfs/wsfs/transport"
 )
 
 // TestKeptVolumesSurviveRestarts (issue 18, wsfs csi): with
@@ -24,7 +26,14 @@ func TestKeptVolumesSurviveRestarts(t *testing.T) {
 	}
 	e := newEnv(t)
 	p := e.start(t, "--keep-connections")
-	t.Cleanup(func() { fullStop(p) })
+	t.Cleanup(func() {
+		// Each start's own cleanup stops with SIGTERM, which keeps the
+		// holder: it is ended here, after them.
+		fullStop(p)
+		h := &transport.Holder{Socket: filepath.Join(e.state, "holder.sock")}
+		h.Exit()
+		h.Close()
+	})
 	const n = 3
 	type vol struct {
 		id, target string
@@ -104,6 +113,7 @@ ls >/dev/null || { echo "FAIL ls $i"; exit 1; }; echo "ok $i"; i=$((i+1)); done;
 			t.Fatalf("unpublish %s: %v", v.id, err)
 		}
 	}
+	fullStop(p)
 	if left := mountsUnder(t, e.dir); len(left) != 0 {
 		t.Fatalf("mounts left: %v", left)
 	}
