@@ -321,10 +321,6 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 	}()
 	ctx := context.Background()
 	inodes := map[uint64]*fs.Inode{1: &root.Inode}
-	open := map[uint64]bool{}
-	for _, f := range c.Live.Files {
-		open[f.Ino] = true
-	}
 	stale := 0
 	var staleInos []uint64
 	defer func() {
@@ -352,15 +348,7 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 			m.log.Debug("kept node not found again", m.sessionAttr("ino", ino, "path", rec.Path, "err", err)...)
 		} else {
 			var st syscall.Stat_t
-			if fstat(fd, &st) == nil && st.Nlink == 0 && st.Mode&syscall.S_IFMT != syscall.S_IFDIR && !open[ino] {
-				// Removed, and open nowhere: the kernel no longer
-				// needs it (or forgot it in the predecessor's last
-				// moments); restoring it would pin its disk space. A
-				// request for it is ESTALE (panicStatus).
-				unix.Close(fd)
-				continue
-			}
-			if m.stable(&st) == sa {
+			if fstat(fd, &st) == nil && m.stable(&st) == sa {
 				n := m.newNode(fd, rec.Path)
 				if rec.Backing != 0 {
 					if srv := m.fuseSrv.Load(); srv != nil {

@@ -123,7 +123,8 @@ func (l *loop) next(t *testing.T, name string) {
 // TestSessionsOutliveDaemon (DESIGN.md, "Round 4"): shells working in three
 // sessions go on without one failed operation while the daemon is killed
 // with SIGKILL and started again, and while a new daemon takes over from a
-// running one, three times each; every write acknowledged through the held
+// running one, and while it is stopped with SIGTERM (it detaches) and
+// started again, three times each; every write acknowledged through the held
 // descriptor is on disk, in order. The longest pause per kind of restart is
 // logged.
 func TestSessionsOutliveDaemon(t *testing.T) {
@@ -172,11 +173,18 @@ func TestSessionsOutliveDaemon(t *testing.T) {
 		return g
 	}
 	for round := range 3 {
-		for _, kind := range []string{"kill -9", "takeover"} {
+		for _, kind := range []string{"kill -9", "takeover", "SIGTERM"} {
 			switch kind {
 			case "kill -9":
 				d.kill()
 				d.waitExit(t)
+				d = startDaemon(t, dir)
+				all = append(all, d)
+			case "SIGTERM":
+				d.detach() // stops, the connections kept
+				if !strings.Contains(d.logText(), "sessions detached") {
+					t.Fatalf("round %d: SIGTERM did not detach:\n%s", round, d.logText())
+				}
 				d = startDaemon(t, dir)
 				all = append(all, d)
 			case "takeover":
@@ -229,8 +237,8 @@ func TestSessionsOutliveDaemon(t *testing.T) {
 			t.Fatalf("s%d: held file has %d lines, %d rounds acknowledged, or out of order", i, len(got), n)
 		}
 	}
-	t.Logf("longest time between two rounds of a shell (a round is ~%v): across kill -9 + start %v, across a takeover %v",
-		time.Duration(0), pauses["kill -9"], pauses["takeover"])
+	t.Logf("longest time between two rounds of a shell: across kill -9 + start %v, across a takeover %v, across SIGTERM + start %v",
+		pauses["kill -9"], pauses["takeover"], pauses["SIGTERM"])
 	for i := range 3 {
 		if err := d.c.Remove(ctx, fmt.Sprintf("s%d", i), false); err != nil {
 			t.Fatal(err)
