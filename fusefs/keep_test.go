@@ -23,6 +23,30 @@ const childHolderEnv = "WSFS_TEST_CHILD_HOLDER"
 // kills itself before answering (fusefs.SetCarriedOut).
 const childDieEnv = "WSFS_TEST_CHILD_DIE"
 
+// holderT runs a holder at sock in this process and returns sock. Cleanup
+// tells it to exit (the connections it alone keeps end) and detaches mnt
+// if a mount is still there.
+func holderT(t *testing.T, sock, mnt string) string {
+	t.Helper()
+	listening, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- transport.RunHolder(sock, func() { close(listening) }) }()
+	select {
+	case <-listening:
+	case err := <-done:
+		t.Fatalf("holder: %v", err)
+	}
+	t.Cleanup(func() {
+		h := &transport.Holder{Socket: sock}
+		h.Exit()
+		h.Close()
+		<-done
+		if isMounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	return sock
+}
+
 // keptServer runs the test binary as a server of backing at mnt whose
 // connection is kept in the holder at sock (adopting the one kept there,
 // if any), and returns once it serves.
@@ -69,23 +93,7 @@ func TestKeptConnectionSurvivesKill9(t *testing.T) {
 		mkdirT(t, d, 0o755)
 	}
 	writeFileT(t, filepath.Join(backing, "a/b/c/f"), "one\n", 0o644)
-	sock := filepath.Join(ctl, "holder.sock")
-	holderDone := make(chan error, 1)
-	listening := make(chan struct{})
-	go func() { holderDone <- transport.RunHolder(sock, func() { close(listening) }) }()
-	h := &transport.Holder{Socket: sock}
-	select {
-	case <-listening:
-	case err := <-holderDone:
-		t.Fatalf("holder: %v", err)
-	}
-	t.Cleanup(func() {
-		h.Exit()
-		<-holderDone
-		if isMounted(mnt) {
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	})
+	sock := holderT(t, filepath.Join(ctl, "holder.sock"), mnt)
 
 	first := keptServer(t, backing, mnt, sock)
 
@@ -195,18 +203,7 @@ func TestResentRequestCarriedOutOnce(t *testing.T) {
 	}
 	writeFileT(t, filepath.Join(backing, "gone"), "x", 0o644)
 	writeFileT(t, filepath.Join(backing, "from"), "y", 0o644)
-	sock := filepath.Join(ctl, "holder.sock")
-	listening, holderDone := make(chan struct{}), make(chan error, 1)
-	go func() { holderDone <- transport.RunHolder(sock, func() { close(listening) }) }()
-	<-listening
-	h := &transport.Holder{Socket: sock}
-	t.Cleanup(func() {
-		h.Exit()
-		<-holderDone
-		if isMounted(mnt) {
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	})
+	sock := holderT(t, filepath.Join(ctl, "holder.sock"), mnt)
 	var next *exec.Cmd // the successor serving the mount: killed before the next round's server starts
 	for _, c := range []struct{ die, cmd string }{
 		{"mkdir:made", "mkdir made"},
@@ -260,18 +257,7 @@ func TestHostChangesWhileDownSeenAtOnce(t *testing.T) {
 	}
 	writeFileT(t, filepath.Join(backing, "conf"), "v1\n", 0o644)
 	writeFileT(t, filepath.Join(backing, "other"), "keep\n", 0o644)
-	sock := filepath.Join(ctl, "holder.sock")
-	listening, holderDone := make(chan struct{}), make(chan error, 1)
-	go func() { holderDone <- transport.RunHolder(sock, func() { close(listening) }) }()
-	<-listening
-	h := &transport.Holder{Socket: sock}
-	t.Cleanup(func() {
-		h.Exit()
-		<-holderDone
-		if isMounted(mnt) {
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	})
+	sock := holderT(t, filepath.Join(ctl, "holder.sock"), mnt)
 	srv := keptServer(t, backing, mnt, sock)
 	// Warm the kernel's caches: two files read, one name absent.
 	for _, f := range []string{"conf", "other"} {
