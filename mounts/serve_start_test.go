@@ -89,7 +89,9 @@ func TestServeRefusedLeavesNothing(t *testing.T) {
 			[]string{"--socket", d.socket, "--state-dir", filepath.Join(other, "st"), "--mount-base", filepath.Join(other, "mb")},
 			[]string{filepath.Join(other, "st"), filepath.Join(other, "mb")}},
 		{"state directory in use", "in use by another wsfs daemon",
-			[]string{"--socket", filepath.Join(other, "sockdir", "wsfs.sock"), "--state-dir", d.stateDir, "--mount-base", filepath.Join(other, "mb2")},
+			// --takeover=false: by default a second daemon takes the
+			// running one's sessions over (TestSessionsOutliveDaemon).
+			[]string{"--takeover=false", "--socket", filepath.Join(other, "sockdir", "wsfs.sock"), "--state-dir", d.stateDir, "--mount-base", filepath.Join(other, "mb2")},
 			[]string{filepath.Join(other, "sockdir"), filepath.Join(other, "mb2")}},
 	} {
 		r := run(t, execWsfs(append([]string{"serve"}, tc.args...)...))
