@@ -141,7 +141,11 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 			}
 			return true
 		}); cerr != nil {
-			return cerr
+			// Not the read's error but the poller's: the descriptor
+			// is closed or can no longer be waited on (ErrNotPollable
+			// once the connection is gone). The connection is over for
+			// this reader, as with ENODEV.
+			return syscall.ENODEV
 		}
 		return err
 	})
