@@ -90,7 +90,7 @@ describe("wsfs client", { skip: skip || false }, () => {
     assert.equal(r.mount_path, path.join(s.mountpoint, "src", "main.go"));
     assert.deepEqual(r.write, { allow: true, rule: "primary:read-write" });
     const hooks = await c.resolve("s1", "../.git/hooks/pre-commit");
-    assert.deepEqual(hooks.write, { allow: false, errno: "EACCES", rule: "protected:.git/hooks" });
+    assert.deepEqual(hooks.write, { allow: false, errno: "EACCES", rule: "protected:git:.git/hooks" });
 
     const patched = await c.patchPolicy("s1", { protected: [".env"] });
     assert.deepEqual(patched.policy.protected?.slice(-1), [".env"]);
