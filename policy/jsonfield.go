@@ -19,6 +19,9 @@ import (
 func UnknownJSONField(data []byte, t reflect.Type) (path, key string, line int, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var off int64
+	// After a syntax error Token fails for good while More may go on
+	// answering true (it only peeks), so every loop stops at the first one.
+	broken := false
 	var walk func(t reflect.Type, at string) bool
 	walk = func(t reflect.Type, at string) bool {
 		for t != nil && t.Kind() == reflect.Pointer {
@@ -26,6 +29,7 @@ func UnknownJSONField(data []byte, t reflect.Type) (path, key string, line int, 
 		}
 		tok, err := dec.Token()
 		if err != nil {
+			broken = true
 			return false
 		}
 		d, isDelim := tok.(json.Delim)
@@ -34,10 +38,11 @@ func UnknownJSONField(data []byte, t reflect.Type) (path, key string, line int, 
 		}
 		switch d {
 		case '{':
-			for dec.More() {
+			for !broken && dec.More() {
 				start := dec.InputOffset()
 				kt, err := dec.Token()
 				if err != nil {
+					broken = true
 					return false
 				}
 				k, _ := kt.(string)
@@ -62,7 +67,7 @@ func UnknownJSONField(data []byte, t reflect.Type) (path, key string, line int, 
 			if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 				et = t.Elem()
 			}
-			for i := 0; dec.More(); i++ {
+			for i := 0; !broken && dec.More(); i++ {
 				if walk(et, at+"["+strconv.Itoa(i)+"]") {
 					return true
 				}
