@@ -224,7 +224,18 @@ func TestFDStoreListen(t *testing.T) {
 	}
 	st, _ := NewState(Meta{Mountpoint: "/x"})
 	defer st.Close()
-	f := os.NewFile(uintptr(st.Fd()), "state")
+	// The child's descriptor 4: a duplicate in an *os.File of its own,
+	// closed here. Wrapping st.Fd() itself would give the number two
+	// owners: st.Close closes it, then f's cleanup closes it again once
+	// f is collected, by then maybe another test's descriptor (that
+	// closed the io_uring of a later test's ring queue, whose CPU's
+	// requests then waited forever).
+	sfd, err := unix.Dup(st.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(sfd), "state")
+	defer f.Close()
 	null, _ := os.Open(os.DevNull)
 	defer null.Close()
 	// sh's $$ is the pid the test binary gets from exec.

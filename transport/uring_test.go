@@ -23,12 +23,6 @@ import (
 // the kernel has no FUSE over io_uring.
 func EnableKernelURing(t *testing.T) {
 	t.Helper()
-	if os.Getenv("WSFS_TEST_URING") == "" {
-		// After the merge with the poller-read go-fuse patch, a request
-		// through the ring can wait forever (TestURingServesRequests hung
-		// in CI): off until fixed, on with WSFS_TEST_URING=1.
-		t.Skip("FUSE over io_uring tests: off after a hang found at merge (set WSFS_TEST_URING=1 to run them)")
-	}
 	if os.Geteuid() != 0 {
 		t.Skip("FUSE over io_uring: needs root (mount, and " + URingParameter + ")")
 	}
