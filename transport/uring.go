@@ -107,12 +107,24 @@ const (
 	outHeaderSize = 16 // struct fuse_out_header
 	opSetlkw      = 33 // FUSE_SETLKW
 
-	// entriesPerQueue ring entries are registered on each queue: one
-	// request is served at a time per queue (inline, on the queue's
-	// thread), the others wait in their entries; a SETLKW, which may
-	// wait for another process's unlock, is served off the thread and
-	// keeps its entry meanwhile.
+	// entriesPerQueue ring entries are registered on each queue at
+	// Start: one request is served at a time per queue (inline, on the
+	// queue's thread), the others wait in their entries. A SETLKW, which
+	// may wait for another process's unlock for as long as it likes, is
+	// served off the thread and keeps its entry meanwhile (the ring has
+	// no way to give an entry back without the reply), so the queue
+	// registers one more entry in its place: the entries free for other
+	// requests stay at entriesPerQueue whatever the number of lock
+	// waiters, up to maxEntriesPerQueue. Entries are never unregistered
+	// (the ABI has no command for it): a queue keeps the most it needed.
 	entriesPerQueue = 8
+
+	// maxEntriesPerQueue bounds a queue's entries (its lock waiters
+	// beyond entriesPerQueue): each holds a payload mapping of the
+	// connection's largest request (about 1 MiB of address space, the
+	// pages touched only by what the kernel copies in). Past it, lock
+	// waiters hold entries without replacement, as with a fixed depth.
+	maxEntriesPerQueue = entriesPerQueue + 1024
 
 	userDataWake     = 1 << 62 // the eventfd read that wakes a queue
 	userDataFallback = 1 << 61 // the REGISTER that turns the ring off
@@ -335,11 +347,10 @@ type queue struct {
 	qid   int
 	srv   *fuse.Server
 	r     *ring
-	hdrs  []byte // entriesPerQueue headers (mmap)
-	pay   []byte // entriesPerQueue payload buffers (mmap)
-	iovs  []unix.Iovec
+	ents  []*entry // by index, the completion's user_data
+	live  int      // entries the kernel holds (or that hold a request)
 	efd   int
-	wbuf  []byte // eventfd read buffer, in hdrs' mapping
+	wbuf  []byte // eventfd read buffer (its own page, mmap)
 	start chan int
 	// registered reports the REGISTER outcome, verdict brings the
 	// decision back (true: serve).
@@ -347,6 +358,10 @@ type queue struct {
 	verdict    chan bool
 
 	early []int // entries that had a request at registration
+
+	// extraFailed is set once registering an entry in place of a lock
+	// waiter's failed (logged once per queue).
+	extraFailed bool
 
 	mu    sync.Mutex
 	done  []int // entries an off-thread request has answered
@@ -400,34 +415,56 @@ func (q *queue) run(made chan<- error) {
 	if !serve {
 		q.turnOff(fd)
 	}
-	q.loop(fd, live)
+	q.live = live
+	q.loop(fd)
 	q.teardown()
 }
 
 func (q *queue) setup() error {
 	var err error
-	if q.r, err = newRing(4 * entriesPerQueue); err != nil {
+	if q.r, err = newRing(8 * entriesPerQueue); err != nil {
 		return err
 	}
-	// Headers plus one 8-byte eventfd buffer.
-	if q.hdrs, err = unix.Mmap(-1, 0, entriesPerQueue*headerSize+8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
-		return fmt.Errorf("mmap of ring headers: %w", err)
-	}
-	q.wbuf = q.hdrs[entriesPerQueue*headerSize:]
-	if q.pay, err = unix.Mmap(-1, 0, entriesPerQueue*q.u.payload, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
-		return fmt.Errorf("mmap of ring payload buffers: %w", err)
+	if q.wbuf, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		return fmt.Errorf("mmap of the eventfd buffer: %w", err)
 	}
 	if q.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
 		return fmt.Errorf("eventfd: %w", err)
 	}
-	q.iovs = make([]unix.Iovec, 2*entriesPerQueue)
-	for e := range entriesPerQueue {
-		q.iovs[2*e].Base = &q.hdrs[e*headerSize]
-		q.iovs[2*e].SetLen(headerSize)
-		q.iovs[2*e+1].Base = &q.pay[e*q.u.payload]
-		q.iovs[2*e+1].SetLen(q.u.payload)
+	for range entriesPerQueue {
+		if _, err := q.addEntry(); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// entry is one ring entry: its header (struct fuse_uring_req_header) in
+// the first page of its mapping, its payload buffer after it, and the
+// iovec pair REGISTER names (the kernel reads it at submission).
+type entry struct {
+	mem []byte // the mapping: a page for the header, then the payload
+	hdr []byte
+	pay []byte
+	iov [2]unix.Iovec
+}
+
+// addEntry maps a new entry's buffers and returns its index (not yet
+// registered). MAP_NORESERVE: the payload's pages cost memory only once
+// the kernel copies a request into them.
+func (q *queue) addEntry() (int, error) {
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, page+q.u.payload, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return 0, fmt.Errorf("mmap of a ring entry's buffers: %w", err)
+	}
+	e := &entry{mem: mem, hdr: mem[:headerSize], pay: mem[page:]}
+	e.iov[0].Base = &e.hdr[0]
+	e.iov[0].SetLen(headerSize)
+	e.iov[1].Base = &e.pay[0]
+	e.iov[1].SetLen(q.u.payload)
+	q.ents = append(q.ents, e)
+	return len(q.ents) - 1, nil
 }
 
 func (q *queue) teardown() {
@@ -437,16 +474,14 @@ func (q *queue) teardown() {
 	if q.efd >= 0 {
 		unix.Close(q.efd)
 	}
-	if q.hdrs != nil {
-		unix.Munmap(q.hdrs)
+	for _, e := range q.ents {
+		unix.Munmap(e.mem)
 	}
-	if q.pay != nil {
-		unix.Munmap(q.pay)
+	q.ents = nil
+	if q.wbuf != nil {
+		unix.Munmap(q.wbuf)
 	}
 }
-
-func (q *queue) header(e int) []byte  { return q.hdrs[e*headerSize : (e+1)*headerSize] }
-func (q *queue) payload(e int) []byte { return q.pay[e*q.u.payload : (e+1)*q.u.payload] }
 
 // cmdSQE fills a URING_CMD entry for ring entry e (cmd_op op) on the
 // connection fd.
@@ -454,7 +489,7 @@ func (q *queue) cmdSQE(s *sqe, fd int, op uint32, e int, qid uint16, commitID ui
 	s.Opcode = ioringOpURingCmd
 	s.Fd = int32(fd)
 	s.Off = uint64(op)
-	s.Addr = uint64(uintptr(unsafe.Pointer(&q.iovs[2*e])))
+	s.Addr = uint64(uintptr(unsafe.Pointer(&q.ents[e].iov[0])))
 	s.Len = 2
 	s.UserData = uint64(e)
 	// struct fuse_uring_cmd_req {u64 flags; u64 commit_id; u16 qid}
@@ -465,13 +500,13 @@ func (q *queue) cmdSQE(s *sqe, fd int, op uint32, e int, qid uint16, commitID ui
 // register submits a REGISTER for every entry and returns how many the
 // kernel holds; a refusal comes back at once as a completion.
 func (q *queue) register(fd int) (int, error) {
-	for e := range entriesPerQueue {
-		q.cmdSQE(q.r.getSQE(), fd, uringCmdRegister, e, uint16(q.qid), 0)
+	for e := range q.ents {
+		q.cmdSQE(q.nextSQE(), fd, uringCmdRegister, e, uint16(q.qid), 0)
 	}
 	if err := q.r.enter(false); err != nil {
 		return 0, err
 	}
-	live := entriesPerQueue
+	live := len(q.ents)
 	var failed error
 	q.r.reap(func(c cqe) {
 		if c.Res < 0 {
@@ -492,7 +527,7 @@ func (q *queue) register(fd int) (int, error) {
 // back waiting for the ring go to /dev/fuse (fs/fuse/dev_uring.c,
 // fuse_uring_cmd).
 func (q *queue) turnOff(fd int) {
-	s := q.r.getSQE()
+	s := q.nextSQE()
 	q.cmdSQE(s, fd, uringCmdRegister, 0, 0xffff, 0)
 	s.UserData = userDataFallback
 	if err := q.r.enter(false); err != nil {
@@ -503,13 +538,13 @@ func (q *queue) turnOff(fd int) {
 // loop serves completions until the kernel has given back every entry
 // (the connection ended: each comes back with ENOTCONN or ECONNABORTED)
 // and no off-thread request runs.
-func (q *queue) loop(fd, live int) {
+func (q *queue) loop(fd int) {
 	q.armWake()
 	for _, e := range q.early {
 		q.serve(fd, e)
 	}
 	q.early = nil
-	for live > 0 || q.running() > 0 {
+	for q.live > 0 || q.running() > 0 {
 		if err := q.r.enter(true); err != nil {
 			q.u.log.Error("fuse transport: io_uring queue stopped", "queue", q.qid, "err", err)
 			return
@@ -529,8 +564,9 @@ func (q *queue) loop(fd, live int) {
 			case c.Res < 0:
 				// ENOTCONN/ECONNABORTED: the connection ended;
 				// ENOENT: a commit the kernel no longer knows
-				// (the request was aborted). The entry is gone.
-				live--
+				// (the request was aborted); a REGISTER refused.
+				// The entry is gone.
+				q.live--
 			default:
 				q.serve(fd, int(c.UserData))
 			}
@@ -547,7 +583,7 @@ func (q *queue) running() int {
 // armWake queues a read of the eventfd an off-thread request writes when
 // it has answered.
 func (q *queue) armWake() {
-	s := q.r.getSQE()
+	s := q.nextSQE()
 	s.Opcode = ioringOpRead
 	s.Fd = int32(q.efd)
 	s.Addr = uint64(uintptr(unsafe.Pointer(&q.wbuf[0])))
@@ -558,15 +594,17 @@ func (q *queue) armWake() {
 
 // serve answers the request in entry e: inline, or for a SETLKW (which
 // may wait for another caller's unlock, maybe on this very queue) on its
-// own goroutine, committed by this thread once it is done.
+// own goroutine, committed by this thread once it is done; the entry it
+// keeps meanwhile is replaced by a new one (entriesPerQueue).
 func (q *queue) serve(fd, e int) {
-	h := q.header(e)
-	if binary.LittleEndian.Uint32(h[hdrInOut+4:]) == opSetlkw {
+	ent := q.ents[e]
+	if binary.LittleEndian.Uint32(ent.hdr[hdrInOut+4:]) == opSetlkw {
 		q.mu.Lock()
 		q.async++
 		q.mu.Unlock()
+		q.replace(fd)
 		go func() {
-			q.handle(e)
+			q.handle(ent)
 			q.mu.Lock()
 			q.async--
 			q.done = append(q.done, e)
@@ -577,15 +615,33 @@ func (q *queue) serve(fd, e int) {
 		}()
 		return
 	}
-	q.handle(e)
+	q.handle(ent)
 	q.commit(fd, e)
 }
 
-// handle serves the request in entry e with go-fuse and leaves the reply
-// in the entry: fuse_out_header in in_out, the rest in the payload
+// replace registers one more entry on the queue, in place of one a lock
+// waiter keeps, while the queue has fewer than maxEntriesPerQueue.
+func (q *queue) replace(fd int) {
+	if len(q.ents) >= maxEntriesPerQueue {
+		return
+	}
+	e, err := q.addEntry()
+	if err != nil {
+		if !q.extraFailed {
+			q.extraFailed = true
+			q.u.log.Warn("fuse transport: no ring entry in place of a lock waiter's", "queue", q.qid, "entries", len(q.ents), "err", err)
+		}
+		return
+	}
+	q.cmdSQE(q.nextSQE(), fd, uringCmdRegister, e, uint16(q.qid), 0)
+	q.live++
+}
+
+// handle serves the request in entry ent with go-fuse and leaves the
+// reply in the entry: fuse_out_header in in_out, the rest in the payload
 // buffer, its length in payload_sz.
-func (q *queue) handle(e int) {
-	h, p := q.header(e), q.payload(e)
+func (q *queue) handle(ent *entry) {
+	h, p := ent.hdr, ent.pay
 	length := int(binary.LittleEndian.Uint32(h[hdrInOut:]))
 	unique := binary.LittleEndian.Uint64(h[hdrInOut+8:])
 	paySz := int(binary.LittleEndian.Uint32(h[hdrPayloadSz:]))
@@ -611,21 +667,25 @@ func (q *queue) handle(e int) {
 	q.u.served.Add(1)
 }
 
-// commit queues COMMIT_AND_FETCH for entry e: the reply goes to the
-// kernel and the entry waits for the next request. The commit id is the
-// request's unique, which the kernel put in ent_in_out.commit_id.
-func (q *queue) commit(fd, e int) {
-	h := q.header(e)
+// nextSQE returns a submission entry to fill, submitting what is queued
+// first when the submission ring is full.
+func (q *queue) nextSQE() *sqe {
 	s := q.r.getSQE()
 	if s == nil {
-		// Full: submit what is queued (never more than the entries
-		// and the wake read, within the ring's size).
 		if err := q.r.enter(false); err != nil {
 			q.u.log.Error("fuse transport: io_uring submit", "queue", q.qid, "err", err)
 		}
 		s = q.r.getSQE()
 	}
-	q.cmdSQE(s, fd, uringCmdCommitAndFetch, e, uint16(q.qid), binary.LittleEndian.Uint64(h[hdrCommitID:]))
+	return s
+}
+
+// commit queues COMMIT_AND_FETCH for entry e: the reply goes to the
+// kernel and the entry waits for the next request. The commit id is the
+// request's unique, which the kernel put in ent_in_out.commit_id.
+func (q *queue) commit(fd, e int) {
+	h := q.ents[e].hdr
+	q.cmdSQE(q.nextSQE(), fd, uringCmdCommitAndFetch, e, uint16(q.qid), binary.LittleEndian.Uint64(h[hdrCommitID:]))
 }
 
 // possibleCPUs counts /sys/devices/system/cpu/possible (the kernel makes

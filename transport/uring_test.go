@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -44,16 +46,23 @@ func EnableKernelURing(t *testing.T) {
 
 // countingFS counts FORGETs, which stay on /dev/fuse, and answers
 // SETLKW once interrupted (a lock that never comes: only an INTERRUPT
-// ends it, with EINTR).
+// ends it, with EINTR), or with realLocks as the loopback does (the lock
+// of the backing file), counting them in lockWaits.
 type countingFS struct {
 	fuse.RawFileSystem
 	forgets     atomic.Int64
 	forgot      chan struct{}
 	setlkw      chan struct{}
 	interrupted atomic.Int64
+	realLocks   atomic.Bool
+	lockWaits   atomic.Int64
 }
 
 func (c *countingFS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	if c.realLocks.Load() {
+		c.lockWaits.Add(1)
+		return c.RawFileSystem.SetLkw(cancel, in)
+	}
 	c.setlkw <- struct{}{}
 	<-cancel
 	c.interrupted.Add(1)
@@ -319,6 +328,82 @@ func TestURingInterrupt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestURingLockWaitersKeepQueue: 20 flock(2) waiters blocked on one
+// CPU's queue (a lock another process holds, each waiter's SETLKW kept
+// by its ring entry until the lock comes) leave the queue serving: every
+// waiter's request reaches the server, a read from that CPU is answered
+// while they wait, and once the lock is released each waiter gets it in
+// turn. With a fixed 8 entries per queue the 9th waiter's request, and
+// the read behind it, waited in the kernel for an entry that never came.
+func TestURingLockWaitersKeepQueue(t *testing.T) {
+	for _, tool := range []string{"flock", "taskset"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(tool + " missing")
+		}
+	}
+	EnableKernelURing(t)
+	m, err := mountLoopback(t, IOURing)
+	require.NoError(t, err)
+	require.True(t, m.u.Active(), "the ring serves")
+	m.raw.realLocks.Store(true)
+	require.NoError(t, os.WriteFile(filepath.Join(m.backing, "lock"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(m.backing, "f"), []byte("answered\n"), 0o644))
+	lock := filepath.Join(m.mnt, "lock")
+	// Every process on CPU 0: the kernel queues a request on the queue of
+	// the CPU its caller runs on.
+	onCPU0 := func(ctx context.Context, argv ...string) *exec.Cmd {
+		return exec.CommandContext(ctx, "taskset", append([]string{"-c", "0"}, argv...)...)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // kills what is still running, before the unmount
+
+	// The holder takes the lock, says so, and keeps it until its
+	// standard input closes.
+	holder := onCPU0(ctx, "flock", "-x", lock, "sh", "-c", "echo held; read x; exit 0")
+	stdin, err := holder.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := holder.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, holder.Start())
+	line := make([]byte, 5)
+	_, err = io.ReadFull(stdout, line)
+	require.NoError(t, err)
+	require.Equal(t, "held\n", string(line))
+
+	const waiters = 20
+	var ws []*exec.Cmd
+	for range waiters {
+		w := onCPU0(ctx, "flock", "-x", lock, "true")
+		require.NoError(t, w.Start())
+		ws = append(ws, w)
+	}
+	// The holder's SETLKW and each waiter's reach the server.
+	deadline := time.Now().Add(60 * time.Second)
+	for m.raw.lockWaits.Load() < waiters+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d lock requests reached the server: the others wait in the kernel for a ring entry", m.raw.lockWaits.Load(), waiters+1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A read from the same CPU while they wait.
+	rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer rcancel()
+	out, err := onCPU0(rctx, "cat", filepath.Join(m.mnt, "f")).CombinedOutput()
+	require.NoError(t, err, "the read behind 20 lock waiters: %s", out)
+	require.Equal(t, "answered\n", string(out))
+	for _, w := range ws {
+		require.Nil(t, w.ProcessState, "a waiter ended while the lock was held")
+	}
+
+	// The lock released, each waiter takes it and exits with 0.
+	require.NoError(t, stdin.Close())
+	require.NoError(t, holder.Wait())
+	for i, w := range ws {
+		require.NoError(t, w.Wait(), "waiter %d", i)
+	}
+	require.Equal(t, int64(waiters+1), m.raw.lockWaits.Load())
 }
 
 func waitSetlkw(t *testing.T, m *loopMount) {
