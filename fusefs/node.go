@@ -35,6 +35,10 @@ type mount struct {
 	// them, and pendingBacking carries a backing ID from node.Open to the
 	// reply (backingReply), keyed by the request's cancel channel.
 	passthrough    bool
+	// dontMask is set when the connection negotiated FUSE_DONT_MASK: the
+	// kernel then sends modes unmasked with the caller's umask beside
+	// them, and the server makes objects with both (umask.go).
+	dontMask bool
 	noBacking      atomic.Bool // set when the kernel refused a registration with EPERM
 	fuseSrv        atomic.Pointer[fuse.Server]
 	pendingBacking sync.Map
