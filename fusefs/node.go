@@ -34,11 +34,11 @@ type mount struct {
 	// (FUSE passthrough needs CAP_SYS_ADMIN: root); fuseSrv registers
 	// them, and pendingBacking carries a backing ID from node.Open to the
 	// reply (backingReply), keyed by the request's cancel channel.
-	passthrough    bool
+	passthrough bool
 	// dontMask is set when the connection negotiated FUSE_DONT_MASK: the
 	// kernel then sends modes unmasked with the caller's umask beside
 	// them, and the server makes objects with both (umask.go).
-	dontMask bool
+	dontMask       bool
 	noBacking      atomic.Bool // set when the kernel refused a registration with EPERM
 	fuseSrv        atomic.Pointer[fuse.Server]
 	pendingBacking sync.Map
