@@ -41,6 +41,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	child := n.addChild(ctx, pfd, &st, p, out)
 	cn := child.Operations().(*node)
+	if killRequested(ctx) { // an existing file opened with O_TRUNC
+		if errno := cn.killSuidgid(ctx); errno != 0 {
+			unix.Close(fd)
+			return nil, nil, 0, errno
+		}
+	}
 	if id := cn.passthroughID(); id != 0 {
 		n.m.offerBacking(ctx, id)
 	}

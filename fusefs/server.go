@@ -275,7 +275,7 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	if err != nil {
 		return nil, err
 	}
-	opts.MountOptions.ExtraCapabilities |= ring.Capabilities() | fuse.CAP_DONT_MASK
+	opts.MountOptions.ExtraCapabilities |= ring.Capabilities() | fuse.CAP_DONT_MASK | fuse.CAP_HANDLE_KILLPRIV_V2
 	raw := fs.NewNodeFS(root, opts)
 	if cacheDirs {
 		raw = &noOpendir{RawFileSystem: raw}
