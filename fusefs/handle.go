@@ -99,7 +99,11 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if errno != 0 {
 		return 0, errno
 	}
-	return lf.Write(ctx, data, off)
+	w, errno := lf.Write(ctx, data, off)
+	if errno == 0 && killRequested(ctx) {
+		errno = h.n.killSuidgid(ctx)
+	}
+	return w, errno
 }
 
 func (h *fileHandle) Writev(ctx context.Context, data [][]byte, off int64) (uint32, syscall.Errno) {
@@ -107,7 +111,11 @@ func (h *fileHandle) Writev(ctx context.Context, data [][]byte, off int64) (uint
 	if errno != 0 {
 		return 0, errno
 	}
-	return lf.Writev(ctx, data, off)
+	w, errno := lf.Writev(ctx, data, off)
+	if errno == 0 && killRequested(ctx) {
+		errno = h.n.killSuidgid(ctx)
+	}
+	return w, errno
 }
 
 // Release closes the descriptor, if one was opened.

@@ -27,8 +27,8 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// O_NOFOLLOW: a symlink planted on the host under this name is not
 	// followed (go-fuse's loopback create follows it).
 	var fd int
-	err := asCaller(ctx, n.fd, func() (err error) {
-		fd, err = unix.Openat(n.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	err := asCaller(ctx, n.fd, n.m.umask(ctx), func(mask uint32) (err error) {
+		fd, err = unix.Openat(n.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&^mask)
 		return err
 	})
 	if err != nil {
@@ -41,6 +41,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	child := n.addChild(ctx, pfd, &st, p, out)
 	cn := child.Operations().(*node)
+	if killRequested(ctx) { // an existing file opened with O_TRUNC
+		if errno := cn.killSuidgid(ctx); errno != 0 {
+			unix.Close(fd)
+			return nil, nil, 0, errno
+		}
+	}
 	if id := cn.passthroughID(); id != 0 {
 		n.m.offerBacking(ctx, id)
 	}
@@ -109,7 +115,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if errno != 0 {
 		return nil, errno
 	}
-	if err := asCaller(ctx, n.fd, func() error { return unix.Mkdirat(n.fd, name, mode) }); err != nil {
+	if err := asCaller(ctx, n.fd, n.m.umask(ctx), func(mask uint32) error { return unix.Mkdirat(n.fd, name, mode&^mask) }); err != nil {
 		return nil, toErrno(err)
 	}
 	return n.lookupNew(ctx, name, p, out)
@@ -126,7 +132,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if errno != 0 {
 		return nil, errno
 	}
-	if err := asCaller(ctx, n.fd, func() error { return unix.Mknodat(n.fd, name, mode, int(dev)) }); err != nil {
+	if err := asCaller(ctx, n.fd, n.m.umask(ctx), func(mask uint32) error { return unix.Mknodat(n.fd, name, mode&^mask, int(dev)) }); err != nil {
 		return nil, toErrno(err)
 	}
 	return n.lookupNew(ctx, name, p, out)
@@ -144,7 +150,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	if err := asCaller(ctx, n.fd, func() error { return unix.Symlinkat(m.storedText(target), n.fd, name) }); err != nil {
+	if err := asCaller(ctx, n.fd, n.m.umask(ctx), func(uint32) error { return unix.Symlinkat(m.storedText(target), n.fd, name) }); err != nil {
 		return nil, toErrno(err)
 	}
 	return n.lookupNew(ctx, name, p, out)
@@ -251,8 +257,8 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	}
 	p := n.where()
 	var fd int
-	err := asCaller(ctx, n.fd, func() (err error) {
-		fd, err = unix.Openat(n.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode)
+	err := asCaller(ctx, n.fd, n.m.umask(ctx), func(mask uint32) (err error) {
+		fd, err = unix.Openat(n.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode&^mask)
 		return err
 	})
 	if err != nil {

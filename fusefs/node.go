@@ -34,7 +34,11 @@ type mount struct {
 	// (FUSE passthrough needs CAP_SYS_ADMIN: root); fuseSrv registers
 	// them, and pendingBacking carries a backing ID from node.Open to the
 	// reply (backingReply), keyed by the request's cancel channel.
-	passthrough    bool
+	passthrough bool
+	// dontMask is set when the connection negotiated FUSE_DONT_MASK: the
+	// kernel then sends modes unmasked with the caller's umask beside
+	// them, and the server makes objects with both (umask.go).
+	dontMask       bool
 	noBacking      atomic.Bool // set when the kernel refused a registration with EPERM
 	fuseSrv        atomic.Pointer[fuse.Server]
 	pendingBacking sync.Map
@@ -574,6 +578,13 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	// security.capability: the backing attributes may change.
 	defer n.xattrs.drop()
 	isLink := n.StableAttr().Mode == syscall.S_IFLNK
+	const changes = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.FATTR_SIZE | fuse.FATTR_ATIME | fuse.FATTR_MTIME
+	if !isLink && in.Valid&fuse.FATTR_MODE == 0 && killOnSetattr(ctx, in.Valid, changes) {
+		// Before the chown, so that the old group decides (killpriv.go).
+		if errno := n.killSuidgid(ctx); errno != 0 {
+			return errno
+		}
+	}
 	if mode, ok := in.GetMode(); ok {
 		if isLink {
 			return syscall.EOPNOTSUPP // Linux has no lchmod
@@ -584,7 +595,6 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
-	const changes = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.FATTR_SIZE | fuse.FATTR_ATIME | fuse.FATTR_MTIME
 	if in.Valid&changes == 0 {
 		// Nothing to change: chown(f, -1, -1) (or utimensat with both
 		// times UTIME_OMIT), for which ext4 still moves ctime; FUSE sends
@@ -667,6 +677,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	fd, err := reopen(n.fd, oflags)
 	if err != nil {
 		return nil, 0, toErrno(err)
+	}
+	if killRequested(ctx) { // O_TRUNC by a caller without CAP_FSETID
+		if errno := n.killSuidgid(ctx); errno != 0 {
+			unix.Close(fd)
+			return nil, 0, errno
+		}
 	}
 	return newFileHandle(n, fd), 0, 0
 }

@@ -64,34 +64,42 @@ var self = func() serverIdentity {
 
 // asCaller runs create, which makes one object in the directory dirfd,
 // with the FUSE caller's filesystem identity when it differs from the
-// server's. The errors are create's, or EPERM when the identity could not
-// be taken.
-func asCaller(ctx context.Context, dirfd int, create func() error) error {
+// server's, and with the process umask umask when not 0 (the caller's,
+// FUSE_DONT_MASK: mount.umask). create is passed the mode bits it must
+// clear itself (the umask where no thread could take it, else 0). The
+// errors are create's, or EPERM when the identity could not be taken.
+func asCaller(ctx context.Context, dirfd int, umask uint32, create func(mask uint32) error) error {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || !self.canSwitch || (c.Uid == self.uid && c.Gid == self.gid) {
-		return create()
+		if umask == 0 {
+			return create(0)
+		}
+		return withUmask(umask, nil, nil, create)
 	}
 	groups, all := callerGroups(dirfd, c)
-	err := createAs(c, groups, create)
+	err := createAs(c, groups, umask, create)
 	if err == syscall.EACCES && !all {
 		// An ACL entry for a supplementary group (FUSE_POSIX_ACL: the
 		// kernel has checked it with all of the caller's groups).
 		if groups = procGroups(c.Pid); len(groups) > 0 {
-			err = createAs(c, groups, create)
+			err = createAs(c, groups, umask, create)
 		}
 	}
 	return err
 }
 
 // createAs runs create on a thread with c's fsuid and fsgid and the
-// supplementary groups.
-func createAs(c *fuse.Caller, groups []int, create func() error) error {
+// supplementary groups (and the umask, when not 0).
+func createAs(c *fuse.Caller, groups []int, umask uint32, create func(mask uint32) error) error {
+	if umask != 0 {
+		return withUmask(umask, c, groups, create)
+	}
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		err := setThreadIdentity(c.Uid, c.Gid, groups)
 		if err == nil {
-			err = create()
+			err = create(0)
 		}
 		if setThreadIdentity(self.uid, self.gid, self.groups) == nil {
 			runtime.UnlockOSThread()

@@ -275,7 +275,7 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	if err != nil {
 		return nil, err
 	}
-	opts.MountOptions.ExtraCapabilities |= ring.Capabilities()
+	opts.MountOptions.ExtraCapabilities |= ring.Capabilities() | fuse.CAP_DONT_MASK | fuse.CAP_HANDLE_KILLPRIV_V2
 	raw := fs.NewNodeFS(root, opts)
 	if cacheDirs {
 		raw = &noOpendir{RawFileSystem: raw}
@@ -298,6 +298,10 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 		return nil, err
 	}
 	m.fuseSrv.Store(srv)
+	// A connection taken over keeps what its first INIT agreed (an older
+	// one may have the kernel mask the mode itself).
+	initOut := srv.InitOut()
+	m.dontMask = initOut.Flags64()&fuse.CAP_DONT_MASK != 0
 	if ring.Start(srv) == nil {
 		// Start logs why the mount stays on /dev/fuse otherwise.
 		m.ring = ring

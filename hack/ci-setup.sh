@@ -36,6 +36,8 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
 command -v truncate >/dev/null 2>&1 || need+=(coreutils)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap) # wsfs exec --confine's jail
+# setfacl/getfacl: the default-ACL tests compare the mount with native ext4.
+command -v setfacl >/dev/null 2>&1 || need+=(acl)
 # Node.js and npm for the TypeScript client's tests (clients/typescript):
 # Debian's packages when the machine has none.
 command -v node >/dev/null 2>&1 || need+=(nodejs)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -689,5 +690,49 @@ func TestJailLinksAsStored(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("jail view directory %s after the removal: %v", p, err)
 		}
+	}
+}
+
+// TestJailEnvironment: the jail gets an allow-listed environment, not the
+// caller's whole one (issue 20 item 12): a token in the caller's
+// environment is absent, PATH, HOME, TERM and LC_* pass, the session's own
+// variables are set, and --env passes a name (the caller's value) or sets
+// one; a bad --env is refused before anything runs.
+func TestJailEnvironment(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	proj := filepath.Join(dir, "proj")
+	mkTree(t, proj, "f")
+	if r := d.wsfs(t, "session", "create", "s1", "--root", proj); r.code != 0 {
+		t.Fatalf("create s1: %s", r.stderr)
+	}
+	execEnv := func(extra ...string) result {
+		args := append([]string{"exec", "--session", "s1", "--confine"}, extra...)
+		cmd := exec.Command(wsfsBin, append(args, "--", "env")...)
+		cmd.Env = []string{"WSFS_SOCKET=" + d.socket, "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "TERM=xterm",
+			"LC_ALL=C.UTF-8", "GITHUB_TOKEN=ghp_secret", "AWS_SECRET_ACCESS_KEY=k", "SSH_AUTH_SOCK=/run/agent", "GOFLAGS=-mod=mod"}
+		return run(t, cmd)
+	}
+	r := execEnv()
+	if r.code != 0 {
+		t.Fatalf("exec --confine env: exit %d: %s", r.code, r.stderr)
+	}
+	got := strings.Fields(r.stdout)
+	slices.Sort(got)
+	want := []string{"HOME=/root", "LC_ALL=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "PWD=" + proj, "TERM=xterm",
+		"TMPDIR=" + filepath.Join(d.stateDir, "tmp", "s1"), "WSFS_ROOT=" + proj, "WSFS_SESSION=s1"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("jail environment:\n got %q\nwant %q", got, want)
+	}
+	r = execEnv("--env", "GOFLAGS", "--env", "FOO=bar", "--env", "UNSET_NAME")
+	if !strings.Contains(r.stdout, "\nGOFLAGS=-mod=mod\n") || !strings.Contains(r.stdout, "\nFOO=bar\n") ||
+		strings.Contains(r.stdout, "UNSET_NAME") || strings.Contains(r.stdout, "TOKEN") {
+		t.Errorf("with --env GOFLAGS --env FOO=bar --env UNSET_NAME: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = execEnv("--env", "A-B=1")
+	if wantErr := "wsfs: exec: --env \"A-B=1\": want NAME or NAME=VALUE, NAME of letters, digits and '_' not starting with a digit\n"; r.code != 2 || r.stderr != wantErr {
+		t.Errorf("--env A-B=1: exit %d stderr %q, want 2 %q", r.code, r.stderr, wantErr)
 	}
 }

@@ -41,9 +41,9 @@ const exitNotFound = 127
 // newExecCmd returns the `wsfs exec` verb.
 func newExecCmd() *cobra.Command {
 	var id, confineMode, userFlag string
-	var allowWrite []string
+	var allowWrite, envFlags []string
 	cmd := &cobra.Command{
-		Use:   "exec --session ID [--confine[=best-effort]] [--allow-write DIR]... [--user UID] -- CMD [ARGS...]",
+		Use:   "exec --session ID [--confine[=best-effort]] [--allow-write DIR]... [--user UID] [--env NAME[=VALUE]]... -- CMD [ARGS...]",
 		Short: "Run a command in a session's working directory inside its mount",
 		Long: `Run CMD in session ID's current working directory inside its mount, or for a
 directory outside the root inside its host view (asked from the daemon,
@@ -94,6 +94,13 @@ jail built by bubblewrap (the bwrap binary, Debian package bubblewrap):
   layer     --allow-write directories and the terminal devices; renames and
             links between them work.
 
+The jail's environment is not the caller's: only PATH, HOME, USER,
+LOGNAME, SHELL, TERM, COLORTERM, LANG, LANGUAGE, TZ and every LC_* pass,
+besides WSFS_SESSION, WSFS_ROOT, PWD and TMPDIR (so tokens, cloud keys and
+agent sockets in the caller's environment stay out); --env NAME passes the
+caller's NAME too (nothing when it is unset), --env NAME=VALUE sets it.
+Without --confine the command gets the caller's whole environment.
+
 --user UID runs the jail as UID (its group from the user database, or the
 same number; no supplementary groups): only with --confine, as root, and only
 a uid the session serves (session create --users).
@@ -114,7 +121,7 @@ is not on FUSE (the session's mount went away); 2 bad usage; 1 when the daemon r
 jail cannot be built.`,
 		Args: minArgs(1, "CMD after --"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExec(cmd, id, confineMode, userFlag, allowWrite, args)
+			return runExec(cmd, id, confineMode, userFlag, allowWrite, envFlags, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -123,6 +130,7 @@ jail cannot be built.`,
 	fl.StringVar(&confineMode, "confine", confineNone, "run in the jail: strict (the default of a bare --confine) or best-effort")
 	fl.Lookup("confine").NoOptDefVal = confineStrict
 	fl.StringArrayVar(&allowWrite, "allow-write", nil, "with --confine: a directory writable directly in the jail (repeatable), e.g. \"$(go env GOCACHE)\"")
+	fl.StringArrayVar(&envFlags, "env", nil, "with --confine: pass the caller's NAME, or set NAME=VALUE, in the jail's environment (repeatable; the default passes only PATH, HOME, USER, LOGNAME, SHELL, TERM, COLORTERM, LANG, LANGUAGE, TZ, LC_*)")
 	fl.StringVar(&userFlag, "user", "", "with --confine: run the jail as this uid, one the session serves (session create --users)")
 	fl.String("socket", client.DefaultSocket(), "the daemon's Unix socket")
 	return cmd
@@ -130,7 +138,7 @@ jail cannot be built.`,
 
 // runExec asks the daemon for the session's directory, and replaces this
 // process with the command, in the jail when asked.
-func runExec(cmd *cobra.Command, id, confineMode, userFlag string, allowWrite, args []string) error {
+func runExec(cmd *cobra.Command, id, confineMode, userFlag string, allowWrite, envFlags, args []string) error {
 	if id == "" {
 		return errUsage("exec: --session: missing ID")
 	}
@@ -144,6 +152,16 @@ func runExec(cmd *cobra.Command, id, confineMode, userFlag string, allowWrite, a
 	}
 	if confineMode == confineNone && len(allowWrite) > 0 {
 		return errUsage("exec: --allow-write: only with --confine")
+	}
+	if confineMode == confineNone && len(envFlags) > 0 {
+		return errUsage("exec: --env: only with --confine (without it the command gets the whole environment)")
+	}
+	environ := os.Environ()
+	if confineMode != confineNone {
+		var err error
+		if environ, err = confine.JailEnv(environ, envFlags); err != nil {
+			return errUsage("exec: %v", err)
+		}
 	}
 	var jailUser *confine.User
 	if userFlag != "" {
@@ -197,7 +215,7 @@ func runExec(cmd *cobra.Command, id, confineMode, userFlag string, allowWrite, a
 		return errUsage("exec: --user %d: session %s does not serve uid %d (its users: %v; session create --users)", jailUser.Uid, id, jailUser.Uid, s.Users)
 	}
 
-	env := setEnv(os.Environ(), "WSFS_SESSION", id)
+	env := setEnv(environ, "WSFS_SESSION", id)
 	env = setEnv(env, "WSFS_ROOT", s.Mountpoint)
 	env = setEnv(env, "PWD", wd.Path)
 	env = setEnv(env, "TMPDIR", s.TmpDir)

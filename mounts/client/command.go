@@ -25,6 +25,12 @@ type ExecOptions struct {
 	// AllowWrite are further directories the jail may write directly
 	// (wsfs exec --allow-write), e.g. a build cache.
 	AllowWrite []string
+	// Env are further environment variables for the jail (wsfs exec
+	// --env): "NAME" passes the caller's NAME, "NAME=VALUE" sets it. A
+	// jail's environment holds only an allow-list of the caller's (PATH,
+	// HOME, TERM, the locale...: confine.PassedEnv) besides these; the
+	// unconfined command gets the whole of Cmd.Env.
+	Env []string
 	// Binary is the wsfs binary; "" is $WSFS_BIN, else "wsfs" in $PATH.
 	Binary string
 }
@@ -60,6 +66,11 @@ func (c *Client) Command(ctx context.Context, id string, args []string, opt Exec
 	}
 	for _, w := range opt.AllowWrite {
 		argv = append(argv, "--allow-write", w)
+	}
+	if !opt.Unconfined {
+		for _, e := range opt.Env {
+			argv = append(argv, "--env", e)
+		}
 	}
 	argv = append(append(argv, "--"), args...)
 	return exec.CommandContext(ctx, bin, argv...)

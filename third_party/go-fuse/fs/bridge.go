@@ -513,7 +513,7 @@ func (b *rawBridge) Unlink(cancel <-chan struct{}, header *fuse.InHeader, name s
 func (b *rawBridge) Mkdir(cancel <-chan struct{}, input *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	parent, _ := b.inode(input.NodeId, 0)
 
-	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel}
+	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel, Umask: input.Umask}
 	mops, ok := parent.ops.(NodeMkdirer)
 	if !ok {
 		return fuse.ENOTSUP
@@ -545,7 +545,7 @@ func (b *rawBridge) Mknod(cancel <-chan struct{}, input *fuse.MknodIn, name stri
 	if !ok {
 		return fuse.ENOTSUP
 	}
-	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel}
+	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel, Umask: input.Umask}
 	child, errno := mops.Mknod(ctx, name, input.Mode, input.Rdev, out)
 	if errno != 0 {
 		return errnoToStatus(errno)
@@ -564,7 +564,8 @@ func (b *rawBridge) Create(cancel <-chan struct{}, input *fuse.CreateIn, name st
 	if !ok {
 		return fuse.EROFS
 	}
-	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel}
+	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel, Umask: input.Umask,
+		KillSuidgid: input.OpenFlags&fuse.OPEN_KILL_SUIDGID != 0}
 	child, f, flags, errno := mops.Create(ctx, name, input.Flags, input.Mode, &out.EntryOut)
 
 	if errno != 0 {
@@ -592,7 +593,7 @@ func (b *rawBridge) Tmpfile(cancel <-chan struct{}, input *fuse.CreateIn, out *f
 	if !ok {
 		return fuse.ENOTSUP
 	}
-	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel}
+	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel, Umask: input.Umask}
 	child, f, flags, errno := mops.Tmpfile(ctx, input.Flags, input.Mode, &out.EntryOut)
 
 	if errno != 0 {
@@ -824,7 +825,8 @@ func (b *rawBridge) Open(cancel <-chan struct{}, input *fuse.OpenIn, out *fuse.O
 	if !ok {
 		return fuse.ENOTSUP
 	}
-	f, flags, errno := op.Open(&fuse.Context{Caller: input.Caller, Cancel: cancel}, input.Flags)
+	f, flags, errno := op.Open(&fuse.Context{Caller: input.Caller, Cancel: cancel,
+		KillSuidgid: input.Mode&fuse.OPEN_KILL_SUIDGID != 0}, input.Flags)
 	if errno != 0 {
 		return errnoToStatus(errno)
 	}
@@ -1002,13 +1004,15 @@ func (b *rawBridge) releaseFileEntry(nid uint64, fh uint64) (*nodeEntry, *fileEn
 
 func (b *rawBridge) Write(cancel <-chan struct{}, input *fuse.WriteIn, data []byte) (written uint32, status fuse.Status) {
 	n, f := b.inode(input.NodeId, input.Fh)
-	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel}
+	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel,
+		KillSuidgid: input.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0}
 	return b.write(ctx, n, f, data, nil, int64(input.Offset))
 }
 
 func (b *rawBridge) Writev(cancel <-chan struct{}, input *fuse.WriteIn, data [][]byte) (written uint32, status fuse.Status) {
 	n, f := b.inode(input.NodeId, input.Fh)
-	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel}
+	ctx := &fuse.Context{Caller: input.Caller, Cancel: cancel,
+		KillSuidgid: input.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0}
 	if len(data) == 1 {
 		return b.write(ctx, n, f, data[0], nil, int64(input.Offset))
 	}

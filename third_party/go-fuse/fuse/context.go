@@ -19,6 +19,25 @@ import (
 type Context struct {
 	Caller
 	Cancel <-chan struct{}
+
+	// Umask is the calling process's umask on a create, mkdir, mknod
+	// or tmpfile request (the kernel sends it since protocol 7.12), 0 on
+	// every other request. The mode is sent with it already applied,
+	// unless the server negotiated CAP_DONT_MASK
+	// (MountOptions.ExtraCapabilities): the server then applies it, or
+	// lets a default ACL on the parent replace it, as local file systems
+	// do (acl(5)).
+	Umask uint32
+
+	// KillSuidgid is set on a write, open or create request on which the
+	// kernel asks the server to clear the file's set-user-ID bit and,
+	// where the caller is outside the file's group or the file is
+	// group-executable, its set-group-ID bit, as a local file system
+	// does (FUSE_WRITE_KILL_SUIDGID, FUSE_OPEN_KILL_SUIDGID with
+	// O_TRUNC). The kernel sends these only when the server negotiated
+	// CAP_HANDLE_KILLPRIV_V2 and the caller lacks CAP_FSETID. SETATTR
+	// carries its own flag (FATTR_KILL_SUIDGID in SetAttrIn.Valid).
+	KillSuidgid bool
 }
 
 func (c *Context) Deadline() (time.Time, bool) {

@@ -96,7 +96,8 @@ type MkdirIn struct {
 	InHeader
 
 	// The mode for the new directory. The calling process' umask
-	// is already factored into the mode.
+	// is already factored into the mode, unless the server
+	// negotiated CAP_DONT_MASK (then Umask holds it).
 	Mode  uint32
 	Umask uint32
 }
@@ -785,7 +786,8 @@ func (g *GetAttrIn) Fh() uint64 {
 type MknodIn struct {
 	InHeader
 
-	// Mode to use, including the Umask value
+	// Mode to use, including the Umask value (without it when the
+	// server negotiated CAP_DONT_MASK)
 	Mode    uint32
 	Rdev    uint32
 	Umask   uint32
@@ -796,7 +798,8 @@ type CreateIn struct {
 	InHeader
 	Flags uint32
 
-	// Mode for the new file; already takes Umask into account.
+	// Mode for the new file; already takes Umask into account,
+	// unless the server negotiated CAP_DONT_MASK.
 	Mode uint32
 
 	// Umask used for this create call.
