@@ -17,8 +17,8 @@ import (
 
 	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/fusefs"
-	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/transport"
 )
 
