@@ -624,13 +624,12 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		h.links[filepath.Clean(k)] = v
 		h.linkIno[filepath.Clean(k)] = 1<<62 | i
 	}
-	rootFd, err := identity.OpenCanonical("/")
+	rootFd, err := hostRootFd()
 	if err != nil {
 		return nil, fmt.Errorf("host view root: %w", err)
 	}
 	var st syscall.Stat_t
 	if err := fstat(rootFd, &st); err != nil {
-		unix.Close(rootFd)
 		return nil, fmt.Errorf("host view root: %w", err)
 	}
 	logger := cfg.Logger
@@ -655,6 +654,7 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		mountpoint: cfg.Mountpoint, fsName: HostViewSource, allowOther: cfg.AllowOther, users: cfg.Users, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
 		kind: "hostview", keep: cfg.Keep, adopt: cfg.Adopt, transport: cfg.Transport,
+		sharedRoot: true,
 	})
 	if err != nil && h.shared != nil {
 		h.shared.unregister(h)
@@ -680,4 +680,19 @@ func checkEmptyDir(dir string) (string, error) {
 		return "", fmt.Errorf("host view mountpoint %q: not empty", dir)
 	}
 	return c, nil
+}
+
+// hostRoot is the O_PATH descriptor of "/" that every host view's root node
+// shares (hostRootFd): one descriptor for the process instead of one per
+// view (issue 22's descriptor arithmetic). It is never closed.
+var hostRoot struct {
+	once sync.Once
+	fd   int
+	err  error
+}
+
+// hostRootFd returns hostRoot's descriptor, opening it the first time.
+func hostRootFd() (int, error) {
+	hostRoot.once.Do(func() { hostRoot.fd, hostRoot.err = identity.OpenCanonical("/") })
+	return hostRoot.fd, hostRoot.err
 }

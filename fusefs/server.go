@@ -129,15 +129,22 @@ type serveOpts struct {
 	keep               transport.Store // keep the connection there (Config.Keep)
 	adopt              *transport.Conn // serve this connection (Config.Adopt)
 	transport          transport.Mode
+	// sharedRoot: rootFd is shared by every host view (hostRootFd), never
+	// closed with this mount.
+	sharedRoot bool
 }
 
 // serve mounts the node tree rooted at rootFd (stat st) at o.mountpoint and
 // starts the watcher. Every mount is made with default_permissions: the
 // kernel checks modes with the caller's credentials, whatever the server's.
-// On error it closes rootFd and leaves nothing mounted.
+// On error it closes rootFd (but a shared one, o.sharedRoot) and leaves
+// nothing mounted.
 func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, error) {
 	var err error
 	rootNode := m.newNode(rootFd, m.root)
+	if o.sharedRoot {
+		rootNode.desc.closed.Store(true) // close() leaves it open
+	}
 	if m.host != nil {
 		m.host.root.Store(rootNode)
 	}

@@ -70,6 +70,8 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Session, error) {
 	snap := s.snapshot()
 	s.mu.Unlock()
 	m.mu.Unlock()
+	// Published first: a jail registered from now on lists it (AddJail).
+	m.hideInJails(c.id, append(placesOf(snap.Root, snap.Mountpoint), snap.TmpDir))
 	return snap, nil
 }
 

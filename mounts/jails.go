@@ -64,6 +64,7 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 		return errorf(CodeInvalid, "session %q: jail pid %d: %v", id, pid, identity.ErrnoText(err))
 	}
 	s.jails = append(s.jails, jail{pid: pid, fd: fd})
+	m.registerJail(id, pid, fd)
 	m.log.Info("jail started", "session", id, "pid", pid)
 	m.ensureJailView(s)
 	return nil

@@ -62,6 +62,11 @@ type Manager struct {
 	// session, incl. creates in progress: what every host view hides of
 	// the other sessions (hostview.go). Its own lock, not mu.
 	places *fusefs.PlaceIndex
+
+	// jailMu guards liveJails: every session's live jails, which Create
+	// hides each new session from (jailhide.go).
+	jailMu    sync.Mutex
+	liveJails []*liveJail
 }
 
 // session is the Manager's state of one session. rec.ID, Origin, Root,

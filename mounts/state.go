@@ -184,9 +184,10 @@ func readRecord(path string) (record, error) {
 
 // eventLog is a session's append-only working-directory log. Every append is
 // fsynced before it returns, so an event whose call returned survives kill -9
-// and power loss.
+// and power loss. The file is open only during an append (issue 22: an idle
+// session holds no descriptor for it).
 type eventLog struct {
-	f    *os.File
+	path string
 	size int64
 	seq  int // the last event's Seq
 }
@@ -214,14 +215,13 @@ func openEventLog(path string, create bool) (*eventLog, []Event, error) {
 			err = f.Sync()
 		}
 	}
-	if err == nil {
-		_, err = f.Seek(good, io.SeekStart)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
-		f.Close()
 		return nil, nil, err
 	}
-	l := &eventLog{f: f, size: good}
+	l := &eventLog{path: path, size: good}
 	if n := len(events); n > 0 {
 		l.seq = events[n-1].Seq
 	}
@@ -265,11 +265,16 @@ func (l *eventLog) append(e Event) (Event, error) {
 		return e, err
 	}
 	b = append(b, '\n')
-	if _, err = l.f.WriteAt(b, l.size); err == nil {
-		err = l.f.Sync()
+	f, err := os.OpenFile(l.path, os.O_WRONLY, 0)
+	if err != nil {
+		return e, err
+	}
+	defer f.Close()
+	if _, err = f.WriteAt(b, l.size); err == nil {
+		err = f.Sync()
 	}
 	if err != nil {
-		_ = l.f.Truncate(l.size)
+		_ = f.Truncate(l.size)
 		return e, err
 	}
 	l.size += int64(len(b))
@@ -277,10 +282,6 @@ func (l *eventLog) append(e Event) (Event, error) {
 	return e, nil
 }
 
-// close closes the log file.
-func (l *eventLog) close() error {
-	if l == nil || l.f == nil {
-		return nil
-	}
-	return l.f.Close()
-}
+// close ends the use of the log (its file is open only during an append:
+// nothing to close).
+func (l *eventLog) close() error { return nil }

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -127,6 +128,9 @@ type Live struct {
 // safe for concurrent use. A nil *State records nothing (a mount whose state
 // is not kept).
 type State struct {
+	// fd is the memfd, -1 once closed (CloseFd): then the mapping
+	// holds the file and a call that needs a descriptor opens one from it
+	// (reopen). See CloseFd.
 	fd  int
 	mu  sync.Mutex
 	off int64
@@ -218,12 +222,69 @@ func (s *State) writeHeader(m Meta) error {
 	return nil
 }
 
-// Fd returns the memfd, for the descriptor store. It stays owned by s.
+// Fd returns the memfd, for the descriptor store. It stays owned by s. A
+// state whose descriptor was closed (CloseFd) opens it again from its mapping (and keeps it); -1 when
+// that fails.
 func (s *State) Fd() int {
 	if s == nil {
 		return -1
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fd < 0 {
+		s.fd, _ = s.reopen()
+	}
 	return s.fd
+}
+
+// CloseFd closes the memfd in this process once the descriptor store holds
+// a copy, so that an idle kept connection costs its serving process no
+// descriptor for its state (issue 22): the shared mapping keeps the file,
+// and records go on being copied into it. Growing the file, a record
+// written when the mapping cannot grow, and replay open a descriptor from
+// the mapping for the call (/proc/self/map_files, which needs
+// CAP_SYS_ADMIN: a kept connection is root's anyway). A state with no
+// mapping keeps its descriptor.
+func (s *State) CloseFd() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fd >= 0 && len(s.mem) > 0 {
+		if fd, err := s.reopen(); err == nil { // only when it can come back
+			unix.Close(fd)
+			unix.Close(s.fd)
+			s.fd = -1
+		}
+	}
+}
+
+// reopen opens the memfd again from s.mem (s.mu held), read-write; the
+// caller closes it. With the descriptor still open, a duplicate.
+func (s *State) reopen() (int, error) {
+	if s.fd >= 0 {
+		return unix.FcntlInt(uintptr(s.fd), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	if len(s.mem) == 0 {
+		return -1, errors.New("connection state: released with no mapping")
+	}
+	start := uintptr(unsafe.Pointer(&s.mem[0]))
+	return unix.Open(fmt.Sprintf("/proc/self/map_files/%x-%x", start, start+uintptr(len(s.mem))), unix.O_RDWR|unix.O_CLOEXEC, 0)
+}
+
+// withFd runs f with a descriptor of the memfd (s.mu held): s.fd, or one
+// opened from the mapping for the call.
+func (s *State) withFd(f func(fd int) error) error {
+	if s.fd >= 0 {
+		return f(s.fd)
+	}
+	fd, err := s.reopen()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return f(fd)
 }
 
 // Close closes the memfd (the store keeps its own copy).
@@ -236,8 +297,13 @@ func (s *State) Close() error {
 		unix.Munmap(s.mem)
 		s.mem = nil
 	}
+	fd := s.fd
+	s.fd = -1
 	s.mu.Unlock()
-	return unix.Close(s.fd)
+	if fd < 0 {
+		return nil
+	}
+	return unix.Close(fd)
 }
 
 // OpenState reads the header of a state memfd received from the store and
@@ -316,9 +382,13 @@ func (s *State) append(k byte, fields ...any) {
 	// A failed write loses recoverability of this one object, never
 	// correctness of the running server; there is nothing better to do.
 	if s.off+int64(len(b)) > int64(len(s.mem)) && !s.grow(int64(len(b))) {
-		if n, err := unix.Pwrite(s.fd, b, s.off); err == nil {
-			s.off += int64(n)
-		}
+		s.withFd(func(fd int) error {
+			n, err := unix.Pwrite(fd, b, s.off)
+			if err == nil {
+				s.off += int64(n)
+			}
+			return err
+		})
 	} else {
 		s.off += int64(copy(s.mem[s.off:], b))
 	}
@@ -330,10 +400,15 @@ func (s *State) append(k byte, fields ...any) {
 // written with pwrite(2)).
 func (s *State) grow(need int64) bool {
 	size := max(2*int64(len(s.mem)), s.off+need+stateGrow)
-	if err := unix.Ftruncate(s.fd, size); err != nil {
-		return false
-	}
-	mem, err := unix.Mmap(s.fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	var mem []byte
+	err := s.withFd(func(fd int) error {
+		if err := unix.Ftruncate(fd, size); err != nil {
+			return err
+		}
+		var err error
+		mem, err = unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		return err
+	})
 	if err != nil {
 		return false
 	}
@@ -377,6 +452,15 @@ func (s *State) Size() int64 {
 // replay reads every record after the header and returns the live set and
 // the offset after the last whole record.
 func (s *State) replay() (*Live, int64, error) {
+	if s.fd < 0 {
+		fd, err := s.reopen()
+		if err != nil {
+			return nil, 0, err
+		}
+		defer unix.Close(fd)
+		r := &State{fd: fd}
+		return r.replay()
+	}
 	live := &Live{Nodes: map[uint64]*Node{}, Files: map[uint32]*File{}, Intended: map[uint64]bool{}}
 	var st unix.Stat_t
 	if err := unix.Fstat(s.fd, &st); err != nil {
@@ -550,6 +634,7 @@ func Keep(st Store, fuseFd int, s *State, mountpoint string) error {
 		st.Remove(name + ".state")
 		return err
 	}
+	s.CloseFd() // the store holds it now
 	return nil
 }
 

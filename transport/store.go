@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,7 +262,7 @@ func RunHolder(socket string, ready func()) error {
 		ready()
 	}
 	var mu sync.Mutex
-	held := map[string]int{}
+	held := newParking() // in flight, not open here (park.go)
 	exit := make(chan struct{})
 	var once sync.Once
 	go func() {
@@ -276,9 +275,7 @@ func RunHolder(socket string, ready func()) error {
 			select {
 			case <-exit:
 				mu.Lock()
-				for _, fd := range held {
-					unix.Close(fd)
-				}
+				held.closeAll()
 				mu.Unlock()
 				os.Remove(socket)
 				return nil
@@ -310,31 +307,17 @@ func RunHolder(socket string, ready func()) error {
 						break
 					}
 					mu.Lock()
-					if old, ok := held[m.Name]; ok {
-						unix.Close(old)
-					}
-					held[m.Name] = fds[0]
+					held.put(m.Name, fds[0])
 					mu.Unlock()
 				case "remove":
 					mu.Lock()
-					if old, ok := held[m.Name]; ok {
-						unix.Close(old)
-						delete(held, m.Name)
-					}
+					held.remove(m.Name)
 					mu.Unlock()
 				case "take":
 					mu.Lock()
-					names := make([]string, 0, len(held))
-					for n := range held {
-						names = append(names, n)
-					}
-					sort.Strings(names)
-					var werr error
-					for _, n := range names {
-						if werr = sendMsg(c, holderMsg{Op: "entry", Name: n}, []int{held[n]}); werr != nil {
-							break
-						}
-					}
+					werr := held.each(func(n string, fd int) error {
+						return sendMsg(c, holderMsg{Op: "entry", Name: n}, []int{fd})
+					})
 					mu.Unlock()
 					if werr != nil {
 						return

@@ -261,3 +261,138 @@ func sortedKeys(m map[string]int) []string {
 	}
 	return k
 }
+
+// TestStateCloseFd: a state whose descriptor was closed once the store held
+// it (Keep) goes on recording through its mapping, grows (past its first
+// mapping) and replays with a descriptor opened from the mapping, and the
+// store's copy reads every record; the process holds no descriptor for it
+// meanwhile.
+func TestStateCloseFd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (/proc/self/map_files)")
+	}
+	s, err := NewState(Meta{Kind: "mount", Mountpoint: "/m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stored, err := unix.Dup(s.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(stored)
+	memfds := func() int {
+		es, _ := os.ReadDir("/proc/self/fd")
+		n := 0
+		for _, e := range es {
+			if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); strings.HasPrefix(l, "/memfd:wsfs-conn") {
+				n++
+			}
+		}
+		return n
+	}
+	s.CloseFd()
+	if s.fd != -1 || memfds() != 1 {
+		t.Fatalf("after CloseFd: fd %d, %d memfds open (want -1, 1: the store's copy)", s.fd, memfds())
+	}
+	path := strings.Repeat("p", 1000)
+	const n = 3000 // about 3 MB of records: the 1 MiB mapping grows twice
+	for i := range n {
+		s.AddNode(&Node{Ino: uint64(100 + i), Mode: syscall.S_IFREG, Handle: []byte{1}, Path: path})
+	}
+	if s.fd != -1 || memfds() != 1 {
+		t.Errorf("after growing: fd %d, %d memfds open (want -1, 1)", s.fd, memfds())
+	}
+	if live, _, err := s.replay(); err != nil || len(live.Nodes) != n {
+		t.Errorf("replay through the mapping: %d nodes, %v; want %d", len(live.Nodes), err, n)
+	}
+	dup, err := unix.Dup(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _, live, err := OpenState(dup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if len(live.Nodes) != n || live.Nodes[100+n-1] == nil || live.Nodes[100+n-1].Path != path {
+		t.Errorf("the store's copy replays %d nodes, want %d", len(live.Nodes), n)
+	}
+}
+
+// TestHolderParks: the holder keeps what it holds in flight in its own
+// socket pairs, not open (park.go): 300 descriptors cost it a few pairs,
+// and each comes back by name with its own content; a replaced and a
+// removed name behave as before.
+func TestHolderParks(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "h.sock")
+	before := openFds(t)
+	listening, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- RunHolder(sock, func() { close(listening) }) }()
+	<-listening
+	h := &Holder{Socket: sock}
+	defer h.Close()
+	const n = 300
+	for i := range n {
+		s, err := NewState(Meta{Mountpoint: fmt.Sprintf("/m%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Put(fmt.Sprintf("c%d.state", i), s.Fd()); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	// The holder runs in this process: what it holds open shows here.
+	if extra := openFds(t) - before; extra > 2*(n/parkBucket+1)+8 {
+		t.Errorf("%d descriptors open for %d held, want about %d (socket pairs)", extra, n, 2*(n/parkBucket+1))
+	}
+	again, _ := NewState(Meta{Mountpoint: "/again"})
+	if err := h.Put("c7.state", again.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	if err := h.Remove("c8.state"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n-1 {
+		t.Errorf("take: %d descriptors, want %d", len(got), n-1)
+	}
+	for name, fd := range got {
+		_, meta, _, err := OpenState(fd) // closes fd on error
+		want := "/m" + strings.TrimSuffix(strings.TrimPrefix(name, "c"), ".state")
+		if name == "c7.state" {
+			want = "/again"
+		}
+		if err != nil || meta.Mountpoint != want {
+			t.Errorf("%s: mountpoint %q, %v; want %q", name, meta.Mountpoint, err, want)
+		}
+		unix.Close(fd)
+	}
+	if _, ok := got["c8.state"]; ok {
+		t.Errorf("c8.state taken after its remove")
+	}
+	if err := h.Exit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if extra := openFds(t) - before; extra > 2 {
+		t.Errorf("%d descriptors left open after exit", extra)
+	}
+}
+
+// openFds counts this process's open descriptors.
+func openFds(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}

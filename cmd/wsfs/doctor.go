@@ -18,6 +18,7 @@ import (
 	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/transport"
 )
 
@@ -208,7 +209,8 @@ func checkTransport(present, enabled bool) check {
 
 // checkDescriptors judges limit, the RLIMIT_NOFILE a server started here
 // gets (fusefs.RaiseDescriptorLimit): each inode the kernel keeps looked up
-// holds a descriptor in the server, so a low limit is EMFILE on big trees.
+// holds a descriptor in the server, so a low limit is EMFILE on big trees;
+// the detail says how many idle sessions fit (sizing).
 func checkDescriptors(limit uint64) check {
 	c := check{Name: "descriptor limit"}
 	switch {
@@ -216,12 +218,19 @@ func checkDescriptors(limit uint64) check {
 		c.Status, c.Detail, c.Fix = checkWarn, "getrlimit(RLIMIT_NOFILE) failed", "check ulimit -Hn by hand (want >= "+strconv.Itoa(fusefs.LowDescriptorLimit)+")"
 	case limit < fusefs.LowDescriptorLimit:
 		c.Status = checkWarn
-		c.Detail = fmt.Sprintf("%d descriptors: a tree with more inodes than that, walked through a mount, gets EMFILE (one descriptor per inode the kernel keeps)", limit)
+		c.Detail = fmt.Sprintf("%d descriptors: a tree with more inodes than that, walked through a mount, gets EMFILE (one descriptor per inode the kernel keeps); %s", limit, sizing(limit))
 		c.Fix = fmt.Sprintf("raise the hard limit to >= %d (ulimit -Hn, systemd LimitNOFILE=, the container's nofile)", fusefs.LowDescriptorLimit)
 	default:
-		c.Status, c.Detail = checkOK, fmt.Sprintf("%d descriptors", limit)
+		c.Status, c.Detail = checkOK, fmt.Sprintf("%d descriptors: %s", limit, sizing(limit))
 	}
 	return c
+}
+
+// sizing says how many idle sessions limit descriptors hold (README,
+// "Sizing").
+func sizing(limit uint64) string {
+	return fmt.Sprintf("room for about %d idle sessions in one daemon (%d descriptors each, %d for the daemon; fewer as the kernel keeps inodes looked up)",
+		mounts.SessionsFor(limit), mounts.DescriptorsPerSession, mounts.DescriptorReserve)
 }
 
 // checkLandlock checks the Landlock ABI that `wsfs exec --confine` needs

@@ -274,6 +274,23 @@ func runExec(cmd *cobra.Command, id, confineMode, userFlag string, allowWrite, e
 	if _, err := c.AddJail(cmd.Context(), id); err != nil {
 		return apiFailure(cmd, err)
 	}
+	// A session created from now on is hidden by the daemon in this jail
+	// once it is built; one created since the first list is hidden by
+	// bwrap: list again.
+	if again, err := c.List(cmd.Context()); err != nil {
+		return apiFailure(cmd, err)
+	} else if len(again) != len(others) || !slices.EqualFunc(again, others, func(a, b api.Session) bool { return a.ID == b.ID && a.Root == b.Root }) {
+		for _, w := range writable {
+			if err := checkAllowWrite(w, s, again, health, socketDir); err != nil {
+				return err
+			}
+		}
+		later, err := jailSpec(s, wd, again, health, socketDir, writable)
+		if err != nil {
+			return jailRefused(cmd, err)
+		}
+		spec.Hidden = later.Hidden
+	}
 	c.Close()
 	if health.MountBase != "" {
 		// The daemon mounted the session's jail views with AddJail: the

@@ -43,7 +43,10 @@ func main() {
 	idle := flag.Duration("idle", 10*time.Second, "how long to measure the idle daemon's CPU")
 	maxCreate := flag.Duration("max-create", 5*time.Second, "stop a stage when one create takes longer")
 	maxRSS := flag.Int("max-rss-mib", 8192, "stop a stage when the daemon's RSS passes this many MiB")
+	keep := flag.String("keep-connections", "", "wsfs serve --keep-connections=VALUE (\"\": the daemon's default, true as root)")
+	transport := flag.String("fuse-transport", "dev", "wsfs serve --fuse-transport (auto, io-uring, dev)")
 	flag.Parse()
+	keepFlag, transportFlag = *keep, *transport
 	if *bin == "" || !filepath.IsAbs(*bin) {
 		fatalf("-wsfs %q: want the absolute path of a wsfs binary", *bin)
 	}
@@ -87,8 +90,15 @@ func stage(bin, dir string, n int, out string, idle, maxCreate time.Duration, ma
 	}()
 	socket := filepath.Join(dir, "wsfs.sock")
 	heap := filepath.Join(out, fmt.Sprintf("heap-%d.pprof", n))
-	cmd := exec.Command(bin, "serve", "--socket", socket, "--state-dir", filepath.Join(dir, "state"),
-		"--mount-base", filepath.Join(dir, "mnt"), "--log-level", "warn")
+	args := []string{"serve", "--socket", socket, "--state-dir", filepath.Join(dir, "state"),
+		"--mount-base", filepath.Join(dir, "mnt"), "--log-level", "warn"}
+	if transportFlag != "" {
+		args = append(args, "--fuse-transport", transportFlag)
+	}
+	if keepFlag != "" {
+		args = append(args, "--keep-connections="+keepFlag)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "WSFS_DEBUG_HEAP_PROFILE="+heap)
 	logf, err := os.Create(filepath.Join(out, fmt.Sprintf("daemon-%d.log", n)))
 	if err != nil {
@@ -129,6 +139,8 @@ func stage(bin, dir string, n int, out string, idle, maxCreate time.Duration, ma
 		os.WriteFile(filepath.Join(root, "README"), []byte("x\n"), 0o644)
 	}
 	rss0, anon0 := memKiB(pid)
+	fds0 := fdKinds(pid)
+	hfds0 := fdKinds(holderPid(dir))
 	note := ""
 	var create []time.Duration
 	for i := 0; i < n; i++ {
@@ -157,6 +169,9 @@ func stage(bin, dir string, n int, out string, idle, maxCreate time.Duration, ma
 	rss1, anon1 := memKiB(pid)
 	threads := statusField(pid, "Threads:")
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	fds1 := fdKinds(pid)
+	holder := holderPid(dir)
+	hfds1 := fdKinds(holder)
 	cpu0 := cpuTicks(pid)
 	time.Sleep(idle)
 	cpu1 := cpuTicks(pid)
@@ -177,6 +192,17 @@ func stage(bin, dir string, n int, out string, idle, maxCreate time.Duration, ma
 		}
 		remove = append(remove, time.Since(t0))
 	}
+	if made > 0 {
+		fdReport(os.Stdout, n, "daemon", fds0, fds1, made)
+		if holder > 0 {
+			fdReport(os.Stdout, n, "holder", hfds0, hfds1, made)
+		}
+	}
+	defer func() {
+		if holder > 0 { // the holder outlives a SIGTERM'd daemon (it detaches)
+			syscall.Kill(holder, syscall.SIGTERM)
+		}
+	}()
 	per := func(a, b int) string {
 		if made == 0 {
 			return "-"
@@ -190,6 +216,100 @@ func stage(bin, dir string, n int, out string, idle, maxCreate time.Duration, ma
 	return fmt.Sprintf("%-7d %-9s %-9s %-12s %-9s %-9s %-9s %-9s %-9d %-8s %-6d %-8s %s",
 		made, pct(create, 50), pct(create, 99), pct(last, 99), pct(remove, 50), pct(remove, 99),
 		per(rss0, rss1), per(anon0, anon1), rss1/1024, threads, len(fds), fmt.Sprintf("%.1f%%", idleCPU), note)
+}
+
+// keepFlag and transportFlag are -keep-connections and -fuse-transport.
+var keepFlag, transportFlag string
+
+// fdKinds counts the open descriptors of pid by kind: the target of
+// /proc/PID/fd/N with numbers dropped (socket, pipe, anon_inode:...,
+// /memfd:NAME, /dev/fuse), "O_PATH" for a descriptor opened with O_PATH
+// (/proc/PID/fdinfo/N flags), "dir" or "file" for other paths. nil for
+// pid 0.
+func fdKinds(pid int) map[string]int {
+	if pid <= 0 {
+		return nil
+	}
+	out := map[string]int{}
+	es, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, e := range es {
+		t, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		kind := t
+		switch {
+		case strings.HasPrefix(t, "socket:"):
+			kind = "socket"
+		case strings.HasPrefix(t, "pipe:"):
+			kind = "pipe"
+		case strings.HasPrefix(t, "/memfd:"):
+			kind = strings.TrimSuffix(t, " (deleted)")
+			if i := strings.IndexAny(kind, "0123456789"); i > 0 {
+				kind = kind[:i] + "*"
+			}
+		case strings.HasPrefix(t, "anon_inode:"), t == "/dev/fuse", t == "/dev/null":
+		default:
+			info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+			flags := 0
+			for _, l := range strings.Split(string(info), "\n") {
+				if v, ok := strings.CutPrefix(l, "flags:"); ok {
+					f, _ := strconv.ParseInt(strings.TrimSpace(v), 8, 64)
+					flags = int(f)
+				}
+			}
+			if flags&010000000 != 0 {
+				kind = "O_PATH"
+			} else if fi, err := os.Stat(t); err == nil && fi.IsDir() {
+				kind = "dir"
+			} else {
+				kind = "file"
+			}
+		}
+		out[kind]++
+	}
+	return out
+}
+
+// fdReport prints, per kind, the descriptors of who with n sessions and
+// the number per session (after less before, over made).
+func fdReport(w *os.File, n int, who string, before, after map[string]int, made int) {
+	var kinds []string
+	for k := range after {
+		kinds = append(kinds, k)
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			kinds = append(kinds, k)
+		}
+	}
+	sort.Strings(kinds)
+	total := 0
+	for _, k := range kinds {
+		total += after[k]
+	}
+	fmt.Fprintf(w, "# %d sessions: %s descriptors %d\n", made, who, total)
+	for _, k := range kinds {
+		fmt.Fprintf(w, "#   %-28s %7d  %5.2f/session\n", k, after[k], float64(after[k]-before[k])/float64(made))
+	}
+}
+
+// holderPid returns the pid of the descriptor holder (`wsfs holder
+// --socket S`, S under dir) the daemon started, 0 when none runs.
+func holderPid(dir string) int {
+	es, _ := os.ReadDir("/proc")
+	for _, e := range es {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		a := strings.Split(string(b), "\x00")
+		if len(a) >= 4 && a[1] == "holder" && a[2] == "--socket" && strings.HasPrefix(a[3], dir+"/") {
+			return pid
+		}
+	}
+	return 0
 }
 
 func id(i int) string { return fmt.Sprintf("s%05d", i) }
