@@ -20,3 +20,20 @@ func QueueOverflow() {
 // has been carried out and is not answered yet (keep_test.go kills the
 // server there).
 func SetCarriedOut(f func(op, name string)) { carriedOut = f }
+
+func init() { checkPins = true }
+
+// SetDescriptorCacheCap sets the node descriptor cache's capacity (trimming
+// it at once) and returns a function that puts the old one back.
+func SetDescriptorCacheCap(n int) func() {
+	cache.mu.Lock()
+	old := cache.capLocked()
+	cache.cap = n
+	cache.mu.Unlock()
+	cache.trim(nil)
+	return func() {
+		cache.mu.Lock()
+		cache.cap = old
+		cache.mu.Unlock()
+	}
+}

@@ -28,6 +28,9 @@ type fileHandle struct {
 	lf    *fs.LoopbackFile // nil until opened
 	fd    int              // -1 until opened
 	errno syscall.Errno    // the deferred open's failure, answered ever after
+	// counted is set once fd is counted in the session's share
+	// (share.takeFile), undone at Release.
+	counted bool
 }
 
 var (
@@ -46,9 +49,25 @@ var (
 	_ fs.FileStatxer   = (*fileHandle)(nil)
 )
 
-// newFileHandle wraps a descriptor opened for node n.
+// newFileHandle wraps a descriptor opened for node n, counted in the
+// session's share by the caller (share.takeFile).
 func newFileHandle(n *node, fd int) *fileHandle {
-	return &fileHandle{n: n, fd: fd, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile)}
+	return &fileHandle{n: n, fd: fd, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), counted: true}
+}
+
+// openFile opens node n (pinned) with flags for a file handle, counted in
+// the session's share: EMFILE when the session holds its share of fixed
+// descriptors.
+func openFile(n *node, flags int) (int, syscall.Errno) {
+	if errno := n.m.sh.takeFile(); errno != 0 {
+		return -1, errno
+	}
+	fd, err := retryFd(func() (int, error) { return reopen(n.fd(), flags) })
+	if err != nil {
+		n.m.sh.putFile()
+		return -1, toErrno(err)
+	}
+	return fd, 0
 }
 
 // deferredFileHandle is a handle for n whose descriptor is opened with
@@ -62,11 +81,18 @@ func (h *fileHandle) file() (*fs.LoopbackFile, int, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lf == nil && h.errno == 0 {
-		fd, err := reopen(h.n.fd, h.flags)
-		if err != nil {
-			h.errno = toErrno(err)
+		if errno := h.n.pin(); errno != 0 {
+			return nil, -1, errno // not remembered: a later use may succeed
+		}
+		fd, errno := openFile(h.n, h.flags)
+		h.n.unpin()
+		if errno == syscall.EMFILE {
+			return nil, -1, errno
+		}
+		if errno != 0 {
+			h.errno = errno
 		} else {
-			h.fd, h.lf = fd, fs.NewLoopbackFile(fd).(*fs.LoopbackFile)
+			h.fd, h.lf, h.counted = fd, fs.NewLoopbackFile(fd).(*fs.LoopbackFile), true
 		}
 	}
 	return h.lf, h.fd, h.errno
@@ -113,12 +139,17 @@ func (h *fileHandle) Writev(ctx context.Context, data [][]byte, off int64) (uint
 // Release closes the descriptor, if one was opened.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
-	lf := h.lf
+	lf, counted := h.lf, h.counted
+	h.counted = false
 	h.mu.Unlock()
 	if lf == nil {
 		return 0
 	}
-	return lf.Release(ctx)
+	errno := lf.Release(ctx)
+	if counted {
+		h.n.m.sh.putFile()
+	}
+	return errno
 }
 
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
@@ -195,7 +226,7 @@ func (n *node) passthroughOK() bool {
 	case 2:
 		return false
 	}
-	ok := passthroughFile(n.fd)
+	ok := passthroughFile(n.fd())
 	v := int32(2)
 	if ok {
 		v = 1
@@ -229,6 +260,10 @@ func passthroughFile(fd int) bool {
 type dirHandle struct {
 	ds   fs.DirStream
 	keep func(name string) bool // nil: every name
+	// sh counts the listing's descriptor (share.takeFile) until
+	// Releasedir.
+	sh       *share
+	released sync.Once
 }
 
 var (
@@ -238,8 +273,10 @@ var (
 	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
 )
 
+// newDirHandle wraps the listing ds of n, whose descriptor the caller
+// counted in the session's share (openDir).
 func (n *node) newDirHandle(ds fs.DirStream) *dirHandle {
-	d := &dirHandle{ds: ds}
+	d := &dirHandle{ds: ds, sh: n.m.sh}
 	if n.m.host != nil {
 		d.keep = n.m.host.listFilter(n.m.policy(), n.phys())
 	}
@@ -261,6 +298,29 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 	d.ds.(fs.FileReleasedirer).Releasedir(ctx, flags)
+	d.released.Do(d.sh.putFile)
+}
+
+// openDir opens directory n (pinned) for a listing, its descriptor counted
+// in the session's share (EMFILE beyond it).
+func (n *node) openDir() (*dirHandle, syscall.Errno) {
+	if errno := n.m.sh.takeFile(); errno != 0 {
+		return nil, errno
+	}
+	fd, err := retryFd(func() (int, error) {
+		return unix.Openat(n.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		n.m.sh.putFile()
+		return nil, toErrno(err)
+	}
+	ds, errno := fs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 {
+		unix.Close(fd)
+		n.m.sh.putFile()
+		return nil, errno
+	}
+	return n.newDirHandle(ds), 0
 }
 
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {

@@ -137,7 +137,9 @@ type serveOpts struct {
 // On error it closes rootFd and leaves nothing mounted.
 func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, error) {
 	var err error
-	rootNode := m.newNode(rootFd, m.root)
+	m.sh = shareFor(m.session)
+	m.mfds.probe(rootFd)
+	rootNode, _ := m.newNodeWith(rootFd, m.root, syscall.S_IFDIR, -1, nil, 0, true)
 	if m.host != nil {
 		m.host.root.Store(rootNode)
 	}
@@ -222,6 +224,8 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			m.watch.close()
 		}
 		rootNode.desc.close()
+		m.mfds.close()
+		dropShare(m.sh)
 		if o.adopt != nil {
 			return nil, fmt.Errorf("take over %q: %w", o.mountpoint, err)
 		}
@@ -653,6 +657,8 @@ func (s *Server) Wait() {
 			s.m.watch.close()
 		}
 		s.rootNode.desc.close()
+		s.m.mfds.close()
+		dropShare(s.m.sh)
 	})
 }
 
