@@ -37,3 +37,21 @@ func SetDescriptorCacheCap(n int) func() {
 		cache.mu.Unlock()
 	}
 }
+
+// SessionDescriptors returns how many node descriptors session holds open
+// in the cache and how many of them are fixed (not evictable).
+func SessionDescriptors(session string) (open, fixed int) {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if sh := sharesByName[session]; sh != nil {
+		return sh.open, sh.fixed
+	}
+	return 0, 0
+}
+
+// FixedShare is the number of fixed descriptors a session may hold now.
+func FixedShare() int {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	return cache.fixedCapLocked()
+}

@@ -95,13 +95,27 @@ func shareFor(session string) *share {
 	return sh
 }
 
-// dropShare undoes one shareFor once a mount is gone.
+// dropShare undoes one shareFor once a mount is gone; with the session's
+// last mount its cached descriptors are closed at once (nodes the garbage
+// collector has not found yet would otherwise hold them).
 func dropShare(sh *share) {
-	cache.mu.Lock()
-	defer cache.mu.Unlock()
+	c := cache
+	var fds []int
+	c.mu.Lock()
 	sh.refs--
-	if sh.refs == 0 && sharesByName[sh.name] == sh {
-		delete(sharesByName, sh.name)
+	if sh.refs == 0 {
+		if sharesByName[sh.name] == sh {
+			delete(sharesByName, sh.name)
+		}
+		for d := sh.tail; d != nil; d = sh.tail {
+			sh.unlink(d)
+			fds = append(fds, int(d.fd.Swap(-1)))
+			c.countClosedLocked(d)
+		}
+	}
+	c.mu.Unlock()
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
 }
 
@@ -521,6 +535,16 @@ func (d *descriptor) close() {
 	}
 	c.mu.Unlock()
 	d.closeFd(fd)
+}
+
+// collect is close for a node the garbage collector found unreachable: no
+// request or handle can use it any more, so pins a handle never gave back
+// (a connection aborted without RELEASE) do not keep it open.
+func (d *descriptor) collect() {
+	cache.mu.Lock()
+	d.pins = 0
+	cache.mu.Unlock()
+	d.close()
 }
 
 // closeFd closes fd (if open) and unregisters the passthrough backing once.

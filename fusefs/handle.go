@@ -2,7 +2,9 @@ package fusefs
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,9 +30,7 @@ type fileHandle struct {
 	lf    *fs.LoopbackFile // nil until opened
 	fd    int              // -1 until opened
 	errno syscall.Errno    // the deferred open's failure, answered ever after
-	// counted is set once fd is counted in the session's share
-	// (share.takeFile), undone at Release.
-	counted bool
+	ref   *handleRef       // given back at Release
 }
 
 var (
@@ -49,50 +49,86 @@ var (
 	_ fs.FileStatxer   = (*fileHandle)(nil)
 )
 
-// newFileHandle wraps a descriptor opened for node n, counted in the
-// session's share by the caller (share.takeFile).
-func newFileHandle(n *node, fd int) *fileHandle {
-	return &fileHandle{n: n, fd: fd, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), counted: true}
+// handleRef is what an open handle holds of its node and session: a pin
+// of the node's descriptor (an open file's node is never closed and opened
+// again: fstat(2) of a file removed on the host goes on working, as on
+// ext4) and one descriptor of the session's fixed share (share.takeFile).
+// put gives both back once, at RELEASE or, for a handle the kernel never
+// released (a connection aborted), when the handle is collected.
+type handleRef struct {
+	n    *node
+	done atomic.Bool
 }
 
-// openFile opens node n (pinned) with flags for a file handle, counted in
-// the session's share: EMFILE when the session holds its share of fixed
-// descriptors.
-func openFile(n *node, flags int) (int, syscall.Errno) {
+// takeHandle counts a handle of n (pinned by the caller) in the session's
+// share and pins n for it; EMFILE beyond the session's fixed share.
+func takeHandle(n *node) (*handleRef, syscall.Errno) {
 	if errno := n.m.sh.takeFile(); errno != 0 {
-		return -1, errno
+		return nil, errno
+	}
+	if errno := n.pin(); errno != 0 {
+		n.m.sh.putFile()
+		return nil, errno
+	}
+	return &handleRef{n: n}, 0
+}
+
+func (r *handleRef) put() {
+	if r != nil && r.done.CompareAndSwap(false, true) {
+		r.n.unpin()
+		r.n.m.sh.putFile()
+	}
+}
+
+// newFileHandle wraps fd, a descriptor opened for node n, with its count
+// ref (takeHandle).
+func newFileHandle(n *node, fd int, ref *handleRef) *fileHandle {
+	h := &fileHandle{n: n, fd: fd, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), ref: ref}
+	runtime.AddCleanup(h, (*handleRef).put, ref)
+	return h
+}
+
+// openFile opens node n (pinned) with flags for a new file handle:
+// EMFILE when the session holds its share of fixed descriptors.
+func openFile(n *node, flags int) (*fileHandle, syscall.Errno) {
+	ref, errno := takeHandle(n)
+	if errno != 0 {
+		return nil, errno
 	}
 	fd, err := retryFd(func() (int, error) { return reopen(n.fd(), flags) })
 	if err != nil {
-		n.m.sh.putFile()
-		return -1, toErrno(err)
+		ref.put()
+		return nil, toErrno(err)
 	}
-	return fd, 0
+	return newFileHandle(n, fd, ref), 0
 }
 
-// deferredFileHandle is a handle for n whose descriptor is opened with
-// flags on first use.
-func deferredFileHandle(n *node, flags int) *fileHandle {
-	return &fileHandle{n: n, fd: -1, flags: flags}
+// deferredFileHandle is a handle for n (pinned) whose descriptor is
+// opened with flags on first use.
+func deferredFileHandle(n *node, flags int) (*fileHandle, syscall.Errno) {
+	ref, errno := takeHandle(n)
+	if errno != 0 {
+		return nil, errno
+	}
+	h := &fileHandle{n: n, fd: -1, flags: flags, ref: ref}
+	runtime.AddCleanup(h, (*handleRef).put, ref)
+	return h, 0
 }
 
-// file returns the opened descriptor, opening it now for a deferred handle.
+// file returns the opened descriptor, opening it now for a deferred handle
+// (the node is pinned by the handle).
 func (h *fileHandle) file() (*fs.LoopbackFile, int, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lf == nil && h.errno == 0 {
-		if errno := h.n.pin(); errno != 0 {
-			return nil, -1, errno // not remembered: a later use may succeed
-		}
-		fd, errno := openFile(h.n, h.flags)
-		h.n.unpin()
-		if errno == syscall.EMFILE {
-			return nil, -1, errno
-		}
-		if errno != 0 {
-			h.errno = errno
-		} else {
-			h.fd, h.lf, h.counted = fd, fs.NewLoopbackFile(fd).(*fs.LoopbackFile), true
+		fd, err := retryFd(func() (int, error) { return reopen(h.n.fd(), h.flags) })
+		switch {
+		case err == unix.EMFILE || err == unix.ENFILE:
+			return nil, -1, toErrno(err) // not remembered: a later use may succeed
+		case err != nil:
+			h.errno = toErrno(err)
+		default:
+			h.fd, h.lf = fd, fs.NewLoopbackFile(fd).(*fs.LoopbackFile)
 		}
 	}
 	return h.lf, h.fd, h.errno
@@ -139,17 +175,13 @@ func (h *fileHandle) Writev(ctx context.Context, data [][]byte, off int64) (uint
 // Release closes the descriptor, if one was opened.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
-	lf, counted := h.lf, h.counted
-	h.counted = false
+	lf := h.lf
 	h.mu.Unlock()
+	defer h.ref.put()
 	if lf == nil {
 		return 0
 	}
-	errno := lf.Release(ctx)
-	if counted {
-		h.n.m.sh.putFile()
-	}
-	return errno
+	return lf.Release(ctx)
 }
 
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
@@ -260,10 +292,7 @@ func passthroughFile(fd int) bool {
 type dirHandle struct {
 	ds   fs.DirStream
 	keep func(name string) bool // nil: every name
-	// sh counts the listing's descriptor (share.takeFile) until
-	// Releasedir.
-	sh       *share
-	released sync.Once
+	ref  *handleRef             // given back at Releasedir
 }
 
 var (
@@ -273,10 +302,10 @@ var (
 	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
 )
 
-// newDirHandle wraps the listing ds of n, whose descriptor the caller
-// counted in the session's share (openDir).
-func (n *node) newDirHandle(ds fs.DirStream) *dirHandle {
-	d := &dirHandle{ds: ds, sh: n.m.sh}
+// newDirHandle wraps the listing ds of n, with its count ref (openDir).
+func (n *node) newDirHandle(ds fs.DirStream, ref *handleRef) *dirHandle {
+	d := &dirHandle{ds: ds, ref: ref}
+	runtime.AddCleanup(d, (*handleRef).put, ref)
 	if n.m.host != nil {
 		d.keep = n.m.host.listFilter(n.m.policy(), n.phys())
 	}
@@ -298,29 +327,30 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 	d.ds.(fs.FileReleasedirer).Releasedir(ctx, flags)
-	d.released.Do(d.sh.putFile)
+	d.ref.put()
 }
 
 // openDir opens directory n (pinned) for a listing, its descriptor counted
 // in the session's share (EMFILE beyond it).
 func (n *node) openDir() (*dirHandle, syscall.Errno) {
-	if errno := n.m.sh.takeFile(); errno != 0 {
+	ref, errno := takeHandle(n)
+	if errno != 0 {
 		return nil, errno
 	}
 	fd, err := retryFd(func() (int, error) {
 		return unix.Openat(n.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	})
 	if err != nil {
-		n.m.sh.putFile()
+		ref.put()
 		return nil, toErrno(err)
 	}
 	ds, errno := fs.NewLoopbackDirStreamFd(fd)
 	if errno != 0 {
 		unix.Close(fd)
-		n.m.sh.putFile()
+		ref.put()
 		return nil, errno
 	}
-	return n.newDirHandle(ds), 0
+	return n.newDirHandle(ds, ref), 0
 }
 
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {

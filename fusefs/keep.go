@@ -429,13 +429,17 @@ func (n *node) reopenHandle(f *transport.File) (fs.FileHandle, error) {
 	}
 	oflags := int(f.Flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC | syscall.O_NOCTTY | syscall.O_NOFOLLOW)
 	if n.backing.id != 0 && !isWriteOpen(uint32(oflags)) {
-		return deferredFileHandle(n, oflags), nil
+		h, errno := deferredFileHandle(n, oflags)
+		if errno != 0 {
+			return nil, errno
+		}
+		return h, nil
 	}
-	fd, errno := openFile(n, oflags)
+	h, errno := openFile(n, oflags)
 	if errno != 0 {
 		return nil, errno
 	}
-	return newFileHandle(n, fd), nil
+	return h, nil
 }
 
 // openRecorded opens the object of rec by its file handle, O_PATH, on the

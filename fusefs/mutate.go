@@ -30,7 +30,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	// O_NOFOLLOW: a symlink planted on the host under this name is not
 	// followed (go-fuse's loopback create follows it).
-	if errno := n.m.sh.takeFile(); errno != 0 {
+	if errno := n.m.sh.takeFile(); errno != 0 { // the handle's, before anything is made
 		return nil, nil, 0, errno
 	}
 	var fd int
@@ -57,10 +57,16 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	cn := child.Operations().(*node)
+	if errno := cn.pin(); errno != 0 {
+		unix.Close(fd)
+		n.m.sh.putFile()
+		return nil, nil, 0, errno
+	}
+	h := newFileHandle(cn, fd, &handleRef{n: cn}) // counted above, pinned now
 	if id := cn.passthroughID(); id != 0 {
 		n.m.offerBacking(ctx, id)
 	}
-	return child, newFileHandle(cn, fd), 0, 0
+	return child, h, 0, 0
 }
 
 // createdPath returns an O_PATH descriptor for the file fd that was just
@@ -309,7 +315,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 		return nil, nil, 0, errno
 	}
 	p := n.where()
-	if errno := n.m.sh.takeFile(); errno != 0 {
+	if errno := n.m.sh.takeFile(); errno != 0 { // the handle's, before anything is made
 		return nil, nil, 0, errno
 	}
 	var fd int
@@ -342,8 +348,14 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	n.m.keepNode(tn, sa, p)
 	child := n.NewInode(ctx, tn, sa)
 	cn := child.Operations().(*node)
+	if errno := cn.pin(); errno != 0 {
+		unix.Close(fd)
+		n.m.sh.putFile()
+		return nil, nil, 0, errno
+	}
+	h := newFileHandle(cn, fd, &handleRef{n: cn}) // counted above, pinned now
 	if id := cn.passthroughID(); id != 0 {
 		n.m.offerBacking(ctx, id)
 	}
-	return child, newFileHandle(cn, fd), 0, 0
+	return child, h, 0, 0
 }

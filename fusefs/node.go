@@ -211,7 +211,7 @@ func (m *mount) newNodeWith(fd int, origin string, mode uint32, htype int32, h [
 	}
 	d := newDescriptor(m.sh, fd, htype, h, mnt, dir, mfd)
 	n := &node{m: m, desc: d, origin: origin}
-	runtime.AddCleanup(n, (*descriptor).close, d)
+	runtime.AddCleanup(n, (*descriptor).collect, d)
 	return n, 0
 }
 
@@ -704,15 +704,19 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if passed && !isWriteOpen(flags) {
 		// Reads go through the kernel's own backing file (fileHandle).
-		return deferredFileHandle(n, oflags), 0, 0
+		h, errno := deferredFileHandle(n, oflags)
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		return h, 0, 0
 	}
 	// A write open is made here: O_TRUNC, and errors such as ETXTBSY,
 	// happen at open(2), as on ext4.
-	fd, errno := openFile(n, oflags)
+	h, errno := openFile(n, oflags)
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return newFileHandle(n, fd), 0, 0
+	return h, 0, 0
 }
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
