@@ -91,8 +91,9 @@ func Mount(cfg Config) (*Server, error) {
 	}
 	if n := RaiseDescriptorLimit(); n != 0 && n < LowDescriptorLimit {
 		lowLimitOnce.Do(func() {
-			logger.Warn("descriptor limit is low: each inode the kernel keeps looked up holds one descriptor; "+
-				"beyond it operations through the mount fail with EMFILE (raise the hard limit: ulimit -Hn, systemd LimitNOFILE)",
+			logger.Warn("descriptor limit is low: node descriptors beyond three quarters of it are closed and opened again by file handle "+
+				"(slower cold walks); a server that cannot (unprivileged, or a file system without file handles) gets EMFILE beyond it "+
+				"(raise the hard limit: ulimit -Hn, systemd LimitNOFILE)",
 				"limit", n, "want", LowDescriptorLimit)
 		})
 	}
@@ -328,10 +329,13 @@ func timeout(v, def time.Duration) time.Duration {
 }
 
 // LowDescriptorLimit is the RLIMIT_NOFILE below which Mount logs a warning
-// and `wsfs doctor` warns. The server holds one O_PATH descriptor per inode
-// the kernel keeps looked up (it forgets inodes only under memory pressure),
-// plus one per open file, so a walk of a tree larger than the limit (tar,
-// git status of a big repository) gets EMFILE through the mount.
+// and `wsfs doctor` warns. The server caches one O_PATH descriptor per inode
+// the kernel keeps looked up, up to three quarters of the limit, and opens
+// the others again by file handle when they are used (fdcache.go), so a
+// walk of a tree larger than the cache (tar, git status of a big
+// repository) costs reopens. A server that cannot reopen by handle (not
+// root, or a file system without export support) keeps every descriptor,
+// and such a walk gets EMFILE through the mount.
 const LowDescriptorLimit = 65536
 
 var lowLimitOnce sync.Once
