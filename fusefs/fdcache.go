@@ -330,10 +330,16 @@ func (c *fdCache) victimLocked(sh *share) *descriptor {
 
 // trim closes descriptors until the cache is within its capacity, choosing
 // them for sh (victimLocked).
-func (c *fdCache) trim(sh *share) {
+func (c *fdCache) trim(sh *share) { c.evict(sh, 0) }
+
+// trimTo closes at least n descriptors (as many as can be), and more if
+// the cache is still above its capacity.
+func (c *fdCache) trimTo(n int) { c.evict(nil, n) }
+
+func (c *fdCache) evict(sh *share, atLeast int) {
 	var fds []int
 	c.mu.Lock()
-	for c.open > c.capLocked() {
+	for c.open > c.capLocked() || len(fds) < atLeast {
 		d := c.victimLocked(sh)
 		if d == nil {
 			break
@@ -350,19 +356,26 @@ func (c *fdCache) trim(sh *share) {
 }
 
 // shed answers EMFILE met by the process: an eighth of the cache's open
-// descriptors (at least 16) are closed and the capacity lowered to what is
-// left (never below minCacheCap). It reports whether any was closed.
+// descriptors (at least 16) are closed and, when the cache holds half its
+// capacity or more (it is what fills the table), the capacity is lowered
+// to what is left (never below minCacheCap). It reports whether any
+// descriptor was closed.
 func (c *fdCache) shed() bool {
 	c.mu.Lock()
 	n := max(c.open/8, 16)
-	c.cap = max(c.open-n, minCacheCap)
+	shrunk := false
+	if c.open*2 >= c.capLocked() {
+		c.cap, shrunk = max(c.open-n, minCacheCap), true
+	}
 	c.mu.Unlock()
 	before := c.evictions.Load()
-	c.trim(nil)
+	c.trimTo(n)
 	closed := c.evictions.Load() > before
-	c.shedLog.Do(func() {
-		slog.Warn("descriptor limit met: node descriptor cache shrunk", "capacity", c.cap, "rlimit_nofile", softNofile())
-	})
+	if shrunk {
+		c.shedLog.Do(func() {
+			slog.Warn("descriptor limit met: node descriptor cache shrunk", "capacity", c.cap, "rlimit_nofile", softNofile())
+		})
+	}
 	return closed
 }
 

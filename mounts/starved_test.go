@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wsfs/wsfs/mounts/api"
 )
@@ -107,7 +108,7 @@ func TestStarvedSessionLeavesOthers(t *testing.T) {
 			t.Fatalf("round %d: session list: %v, want [big small]", round, ids)
 		}
 	}
-	round := 0
+	round, slowest := 0, time.Duration(0)
 	for done := false; !done; {
 		select {
 		case err := <-walked:
@@ -118,12 +119,16 @@ func TestStarvedSessionLeavesOthers(t *testing.T) {
 		default:
 		}
 		round++
+		start := time.Now()
 		check(round)
+		slowest = max(slowest, time.Since(start))
 	}
 	if want := fmt.Sprintf("%d\n%d\n", files, files); wout.String() != want || werr.Len() != 0 {
 		t.Fatalf("walk: stdout %q, stderr %q; want %q and nothing", wout.String(), werr.String(), want)
 	}
-	t.Logf("%d files walked under RLIMIT_NOFILE %d; session small answered %d rounds meanwhile", files, nofile, round)
+	// A measurement, not asserted (issue 20 asks for "within 1 s").
+	t.Logf("%d files walked under RLIMIT_NOFILE %d; session small answered %d rounds meanwhile, the slowest (ls, touch, git status, rm, session list) in %v",
+		files, nofile, round, slowest.Round(time.Millisecond))
 }
 
 // abbrevT shortens s to n bytes for a failure message.
