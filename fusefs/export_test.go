@@ -55,3 +55,20 @@ func FixedShare() int {
 	defer cache.mu.Unlock()
 	return cache.fixedCapLocked()
 }
+
+// SetWatchShare sets the number of inotify watches a session may hold and
+// returns a function that puts the default back.
+func SetWatchShare(n int) func() {
+	watchShareOverride.Store(int64(n))
+	return func() { watchShareOverride.Store(0) }
+}
+
+// SessionWatches returns the inotify watches session holds.
+func SessionWatches(session string) int {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if sh := sharesByName[session]; sh != nil {
+		return sh.watches
+	}
+	return 0
+}

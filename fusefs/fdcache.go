@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,6 +74,7 @@ type share struct {
 	open       int         // descriptors of this share open
 	fixed      int         // of which never evicted (no handle, file handles)
 	refs       int         // mounts using this share
+	watches    int         // inotify watches placed for this session's directories
 }
 
 var sharesByName = map[string]*share{} // guarded by cache.mu
@@ -218,6 +220,56 @@ func newDescriptor(sh *share, fd int, htype int32, handle []byte, mountID int, d
 	c.mu.Unlock()
 	c.trim(sh)
 	return d
+}
+
+// Inotify watches are a per-user limit of the whole machine
+// (fs.inotify.max_user_watches), and every directory a session's processes
+// make the server look into costs the daemon's user one (issue 20: uid
+// 65534 on an --allow-other mount costs root one per directory it looks
+// up). A session may hold at most watchShare() of them: an eighth of the
+// limit, at least 256. Beyond it a directory is not watched and its entries
+// get the short timeouts of an unwatched mount (DefaultTimeout: host
+// changes there show within a second instead of at once), as when the
+// kernel refuses a watch.
+
+// watchShareOverride, when set (tests), replaces watchShare's value.
+var watchShareOverride atomic.Int64
+
+var watchShareOnce = sync.OnceValue(func() int {
+	n := 8192
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 {
+			n = v
+		}
+	}
+	return max(n/8, 256)
+})
+
+// watchShare is how many inotify watches one session may hold.
+func watchShare() int {
+	if v := watchShareOverride.Load(); v > 0 {
+		return int(v)
+	}
+	return watchShareOnce()
+}
+
+// takeWatch counts a watch about to be placed for sh; false when sh holds
+// its share already.
+func (sh *share) takeWatch() bool {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if sh.watches >= watchShare() {
+		return false
+	}
+	sh.watches++
+	return true
+}
+
+// putWatch undoes takeWatch once the watch is removed (or not placed).
+func (sh *share) putWatch() {
+	cache.mu.Lock()
+	sh.watches--
+	cache.mu.Unlock()
 }
 
 // takeFile counts a file or directory descriptor about to be opened for

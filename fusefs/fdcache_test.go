@@ -170,3 +170,36 @@ func settled(t *testing.T, session string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A session holds at most its share of inotify watches; directories beyond
+// it are not watched, and host changes there still show (short timeouts,
+// listings not cached).
+func TestWatchShare(t *testing.T) {
+	if os.Getenv("WSFS_TEST_NOWATCH") != "" {
+		t.Skip("WSFS_TEST_NOWATCH: no watcher")
+	}
+	defer fusefs.SetWatchShare(4)()
+	backing, mnt, _ := mountT(t, withPopulate(populateTree(10, 1)), withoutHostView())
+	shOK(t, mnt, "for d in d0*; do ls $d >/dev/null; done")
+	if got := fusefs.SessionWatches(t.Name()); got != 4 {
+		t.Fatalf("session holds %d watches after 11 directories were looked into, want its share, 4", got)
+	}
+	for d := 0; d < 10; d++ {
+		writeFileT(t, filepath.Join(backing, fmt.Sprintf("d%02d/host", d)), "h", 0o644)
+	}
+	want := strings.Repeat("f000\nhost\n", 10)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := shOK(t, mnt, "for d in d0*; do ls $d; done")
+		if got == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listings 10 s after the host made a file in each directory: %q, want %q", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := fusefs.SessionWatches(t.Name()); got != 4 {
+		t.Errorf("session holds %d watches, want 4", got)
+	}
+}

@@ -321,6 +321,7 @@ func (n *node) release() {
 		n.m.keepForget(n.StableAttr().Ino)
 		if n.watched {
 			n.m.watch.remove(n)
+			n.m.sh.putWatch()
 		}
 		n.desc.close()
 	})
@@ -474,15 +475,21 @@ func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, p strin
 }
 
 // ensureWatched places the directory's inotify watch the first time the
-// kernel looks into it.
+// kernel looks into it, within the session's share of watches
+// (share.takeWatch).
 func (n *node) ensureWatched() {
 	n.watchOnce.Do(func() {
 		switch {
 		case n.m.watch == nil:
 			n.unwatched = true
+		case !n.m.sh.takeWatch():
+			// Beyond the session's share of inotify watches (watchShare):
+			// short timeouts here, as for a watch the kernel refused.
+			n.unwatched = true
 		case n.m.watch.add(n):
 			n.watched = true
 		default:
+			n.m.sh.putWatch()
 			n.unwatched = true
 		}
 	})
