@@ -108,6 +108,10 @@ type node struct {
 	unwatched bool
 
 	closeOnce sync.Once
+	// forgotten is set once OnForget recorded the kernel's forget in the
+	// state, cleared by OnKernelRef; keepMu orders the two records.
+	keepMu    sync.Mutex
+	forgotten bool
 
 	// ptOK caches passthroughOK: 0 not known yet, 1 yes, 2 no.
 	ptOK atomic.Int32
@@ -141,6 +145,7 @@ var (
 	_ fs.NodeAllocater      = (*node)(nil)
 	_ fs.NodeCopyFileRanger = (*node)(nil)
 	_ fs.NodeOnForgetter    = (*node)(nil)
+	_ fs.NodeOnKernelRefer  = (*node)(nil)
 	_ fs.NodeTmpfiler       = (*node)(nil)
 )
 
@@ -299,15 +304,24 @@ func (n *node) phys() string {
 // reviveWindow is how long a forgotten node keeps its descriptor.
 const reviveWindow = 2 * time.Second
 
-// OnForget releases the node's descriptor and watch once the kernel has
-// dropped the inode, after reviveWindow and only if it is still forgotten.
-// go-fuse may hand a node that is being forgotten to a concurrent LOOKUP
-// (its identity table, or revalidate below, found it a moment earlier); a
-// revived node must never run on a closed, possibly reused, descriptor.
+// OnForget records at once, for a successor, that the kernel dropped the
+// inode (so a crash in the next moments does not restore it), and releases
+// the node's descriptor and watch after reviveWindow, only if it is still
+// forgotten. go-fuse may hand a node that is being forgotten to a
+// concurrent LOOKUP (its identity table, or revalidate below, found it a
+// moment earlier): OnKernelRef then records the node again, and a revived
+// node never runs on a closed descriptor.
 func (n *node) OnForget() {
 	if n.IsRoot() {
 		return
 	}
+	n.keepMu.Lock()
+	//lint:ignore SA1019 OnForget says when the kernel dropped the inode; only Forgotten says whether a LOOKUP revived it since.
+	if n.Forgotten() && !n.forgotten {
+		n.forgotten = true
+		n.m.keepForget(n.StableAttr().Ino)
+	}
+	n.keepMu.Unlock()
 	time.AfterFunc(reviveWindow, func() {
 		//lint:ignore SA1019 OnForget says when the kernel dropped the inode; only Forgotten says whether a LOOKUP revived it since.
 		if n.Forgotten() {
@@ -316,9 +330,19 @@ func (n *node) OnForget() {
 	})
 }
 
+// OnKernelRef records the node again when the kernel takes back a node
+// whose forget OnForget recorded (go-fuse's NodeOnKernelRefer).
+func (n *node) OnKernelRef() {
+	n.keepMu.Lock()
+	defer n.keepMu.Unlock()
+	if n.forgotten {
+		n.forgotten = false
+		n.m.keepNode(n, n.StableAttr(), n.phys())
+	}
+}
+
 func (n *node) release() {
 	n.closeOnce.Do(func() {
-		n.m.keepForget(n.StableAttr().Ino)
 		if n.watched {
 			n.m.watch.remove(n)
 			n.m.sh.putWatch()
