@@ -182,7 +182,8 @@ type descriptor struct {
 	handle  []byte
 	mountID int
 	dir     bool
-	mfd     *mountFd // a descriptor of the node's mount for open_by_handle_at
+	mfd     *mountFd    // a descriptor of the node's mount for open_by_handle_at
+	mfdPut  atomic.Bool // set once mfd.put was called
 
 	// backing, once the fd is registered for passthrough, is unregistered
 	// when the node goes (the kernel holds its own reference to the file).
@@ -191,8 +192,28 @@ type descriptor struct {
 
 // mountFd is a descriptor (not O_PATH: open_by_handle_at(2) refuses one)
 // of a backing mount, shared by the nodes on it; it pins that mount, so its
-// mount ID cannot name another mount while a node refers to it.
-type mountFd struct{ fd int }
+// mount ID cannot name another mount while a node refers to it. It is
+// counted by the nodes using it (refs, guarded by owner.mu) and closed with
+// the last of them, so a mount the session no longer looks into is not
+// kept busy (the root's is held by the mount itself).
+type mountFd struct {
+	fd    int
+	id    int
+	refs  int
+	owner *mountFds
+}
+
+// put drops one node's use of m, closing it with the last.
+func (m *mountFd) put() {
+	f := m.owner
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m.refs--
+	if m.refs == 0 && f.fds[m.id] == m {
+		delete(f.fds, m.id)
+		unix.Close(m.fd)
+	}
+}
 
 // newDescriptor makes the descriptor of a node whose O_PATH descriptor fd
 // was just opened, in share sh, with the identity given (htype -1: none,
@@ -612,8 +633,12 @@ func (d *descriptor) collect() {
 	d.close()
 }
 
-// closeFd closes fd (if open) and unregisters the passthrough backing once.
+// closeFd closes fd (if open) and unregisters the passthrough backing once,
+// and gives back the node's use of its mount descriptor.
 func (d *descriptor) closeFd(fd int) {
+	if d.mfd != nil && d.mfdPut.CompareAndSwap(false, true) {
+		d.mfd.put()
+	}
 	if b := d.backing.Swap(nil); b != nil {
 		b.srv.UnregisterBackingFd(b.id)
 	}
@@ -681,9 +706,10 @@ type mountFds struct {
 	none bool
 }
 
-// get returns the descriptor of mount id, opening it from fd (an O_PATH
-// descriptor of a directory on that mount) when there is none yet; nil when
-// none can be had (fd is not a directory, or handles are not usable).
+// get returns the descriptor of mount id, counted for one more node (put
+// gives it back), opening it from fd (an O_PATH descriptor of a directory
+// on that mount) when there is none yet; nil when none can be had (fd is
+// not a directory, or handles are not usable).
 func (f *mountFds) get(id int, fd int, dir bool) *mountFd {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -691,6 +717,7 @@ func (f *mountFds) get(id int, fd int, dir bool) *mountFd {
 		return nil
 	}
 	if m := f.fds[id]; m != nil {
+		m.refs++
 		return m
 	}
 	if !dir {
@@ -703,7 +730,7 @@ func (f *mountFds) get(id int, fd int, dir bool) *mountFd {
 	if f.fds == nil {
 		f.fds = map[int]*mountFd{}
 	}
-	m := &mountFd{fd: mfd}
+	m := &mountFd{fd: mfd, id: id, refs: 1, owner: f}
 	f.fds[id] = m
 	return m
 }
@@ -715,8 +742,9 @@ func (f *mountFds) lookup(id int) *mountFd {
 	return f.fds[id]
 }
 
-// add records fd (not O_PATH) as the descriptor of mount id and returns
-// it; one already there wins and fd is closed. nil (fd closed) once the
+// add records fd (not O_PATH) as the descriptor of mount id, not counted
+// for any node yet (get counts), and returns it; one already there wins
+// and fd is closed. nil (fd closed) once the
 // mount is gone.
 func (f *mountFds) add(id, fd int) *mountFd {
 	f.mu.Lock()
@@ -732,7 +760,7 @@ func (f *mountFds) add(id, fd int) *mountFd {
 	if f.fds == nil {
 		f.fds = map[int]*mountFd{}
 	}
-	m := &mountFd{fd: fd}
+	m := &mountFd{fd: fd, id: id, owner: f}
 	f.fds[id] = m
 	return m
 }
