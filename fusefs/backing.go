@@ -21,7 +21,9 @@ import (
 // every passthrough open of that node names the same backing ID, so no two
 // backing files ever meet on one inode (fuse_inode_uncached_io_start answers
 // EBUSY to that). The ID is unregistered when the node's descriptor is
-// closed (the kernel has forgotten the inode, so no file of it is open).
+// released (the kernel has forgotten the inode, so no file of it is open);
+// closing the descriptor when the cache evicts it does not end the
+// registration, as the kernel holds the file itself.
 //
 // The ID reaches the OPEN/CREATE reply through backingReply, a wrapper of
 // go-fuse's raw file system: node.Open files it under the request's cancel
@@ -40,7 +42,14 @@ type backing struct {
 // on first use; 0 when the node's file cannot be passed through.
 func (n *node) passthroughID() int32 {
 	srv := n.m.fuseSrv.Load()
-	if srv == nil || !n.m.passthrough || n.m.noBacking.Load() || !n.passthroughOK() {
+	if srv == nil || !n.m.passthrough || n.m.noBacking.Load() {
+		return 0
+	}
+	if n.pin() != 0 {
+		return 0
+	}
+	defer n.unpin()
+	if !n.passthroughOK() {
 		return 0
 	}
 	b := &n.backing
@@ -49,10 +58,7 @@ func (n *node) passthroughID() int32 {
 	if b.id != 0 || b.failed {
 		return b.id
 	}
-	if n.desc.closed.Load() {
-		return 0
-	}
-	id, errno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(n.fd)})
+	id, errno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(n.fd())})
 	if errno != 0 {
 		// EPERM: passthrough not negotiated (no node will have it);
 		// ELOOP: this file's file system is stacked too deep.

@@ -20,3 +20,55 @@ func QueueOverflow() {
 // has been carried out and is not answered yet (keep_test.go kills the
 // server there).
 func SetCarriedOut(f func(op, name string)) { carriedOut = f }
+
+func init() { checkPins = true }
+
+// SetDescriptorCacheCap sets the node descriptor cache's capacity (trimming
+// it at once) and returns a function that puts the old one back.
+func SetDescriptorCacheCap(n int) func() {
+	cache.mu.Lock()
+	old := cache.capLocked()
+	cache.cap = n
+	cache.mu.Unlock()
+	cache.trim(nil)
+	return func() {
+		cache.mu.Lock()
+		cache.cap = old
+		cache.mu.Unlock()
+	}
+}
+
+// SessionDescriptors returns how many node descriptors session holds open
+// in the cache and how many of them are fixed (not evictable).
+func SessionDescriptors(session string) (open, fixed int) {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if sh := sharesByName[session]; sh != nil {
+		return sh.open, sh.fixed
+	}
+	return 0, 0
+}
+
+// FixedShare is the number of fixed descriptors a session may hold now.
+func FixedShare() int {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	return cache.fixedCapLocked()
+}
+
+// SetWatchShare sets the number of inotify watches a session may hold and
+// returns a function that puts the default back.
+func SetWatchShare(n int) func() {
+	watchShareOverride.Store(int64(n))
+	return func() { watchShareOverride.Store(0) }
+}
+
+// SessionWatches returns the inotify watches session holds.
+func SessionWatches(session string) int {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if sh := sharesByName[session]; sh != nil {
+		return sh.watches
+	}
+	return 0
+}

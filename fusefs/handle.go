@@ -2,7 +2,9 @@ package fusefs
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +30,7 @@ type fileHandle struct {
 	lf    *fs.LoopbackFile // nil until opened
 	fd    int              // -1 until opened
 	errno syscall.Errno    // the deferred open's failure, answered ever after
+	ref   *handleRef       // given back at Release
 }
 
 var (
@@ -46,26 +49,85 @@ var (
 	_ fs.FileStatxer   = (*fileHandle)(nil)
 )
 
-// newFileHandle wraps a descriptor opened for node n.
-func newFileHandle(n *node, fd int) *fileHandle {
-	return &fileHandle{n: n, fd: fd, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile)}
+// handleRef is what an open handle holds of its node and session: a pin
+// of the node's descriptor (an open file's node is never closed and opened
+// again: fstat(2) of a file removed on the host goes on working, as on
+// ext4) and one descriptor of the session's fixed share (share.takeFile).
+// put gives both back once, at RELEASE or, for a handle the kernel never
+// released (a connection aborted), when the handle is collected.
+type handleRef struct {
+	n    *node
+	done atomic.Bool
 }
 
-// deferredFileHandle is a handle for n whose descriptor is opened with
-// flags on first use.
-func deferredFileHandle(n *node, flags int) *fileHandle {
-	return &fileHandle{n: n, fd: -1, flags: flags}
+// takeHandle counts a handle of n (pinned by the caller) in the session's
+// share and pins n for it; EMFILE beyond the session's fixed share.
+func takeHandle(n *node) (*handleRef, syscall.Errno) {
+	if errno := n.m.sh.takeFile(); errno != 0 {
+		return nil, errno
+	}
+	if errno := n.pin(); errno != 0 {
+		n.m.sh.putFile()
+		return nil, errno
+	}
+	return &handleRef{n: n}, 0
 }
 
-// file returns the opened descriptor, opening it now for a deferred handle.
+func (r *handleRef) put() {
+	if r != nil && r.done.CompareAndSwap(false, true) {
+		r.n.unpin()
+		r.n.m.sh.putFile()
+	}
+}
+
+// newFileHandle wraps fd, a descriptor opened for node n, with its count
+// ref (takeHandle).
+func newFileHandle(n *node, fd int, ref *handleRef) *fileHandle {
+	h := &fileHandle{n: n, fd: fd, lf: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), ref: ref}
+	runtime.AddCleanup(h, (*handleRef).put, ref)
+	return h
+}
+
+// openFile opens node n (pinned) with flags for a new file handle:
+// EMFILE when the session holds its share of fixed descriptors.
+func openFile(n *node, flags int) (*fileHandle, syscall.Errno) {
+	ref, errno := takeHandle(n)
+	if errno != 0 {
+		return nil, errno
+	}
+	fd, err := retryFd(func() (int, error) { return reopen(n.fd(), flags) })
+	if err != nil {
+		ref.put()
+		return nil, toErrno(err)
+	}
+	return newFileHandle(n, fd, ref), 0
+}
+
+// deferredFileHandle is a handle for n (pinned) whose descriptor is
+// opened with flags on first use.
+func deferredFileHandle(n *node, flags int) (*fileHandle, syscall.Errno) {
+	ref, errno := takeHandle(n)
+	if errno != 0 {
+		return nil, errno
+	}
+	h := &fileHandle{n: n, fd: -1, flags: flags, ref: ref}
+	runtime.AddCleanup(h, (*handleRef).put, ref)
+	return h, 0
+}
+
+// file returns the opened descriptor, opening it now for a deferred handle
+// (the node is pinned by the handle).
 func (h *fileHandle) file() (*fs.LoopbackFile, int, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lf == nil && h.errno == 0 {
-		fd, err := reopen(h.n.fd, h.flags)
-		if err != nil {
+		fd, err := retryFd(func() (int, error) { return reopen(h.n.fd(), h.flags) })
+		switch {
+		case err == unix.EMFILE || err == unix.ENFILE:
+			return nil, -1, toErrno(err) // not remembered: a later use may succeed
+		case err != nil:
 			h.errno = toErrno(err)
-		} else {
+		default:
 			h.fd, h.lf = fd, fs.NewLoopbackFile(fd).(*fs.LoopbackFile)
 		}
 	}
@@ -123,6 +185,7 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	lf := h.lf
 	h.mu.Unlock()
+	defer h.ref.put()
 	if lf == nil {
 		return 0
 	}
@@ -203,7 +266,7 @@ func (n *node) passthroughOK() bool {
 	case 2:
 		return false
 	}
-	ok := passthroughFile(n.fd)
+	ok := passthroughFile(n.fd())
 	v := int32(2)
 	if ok {
 		v = 1
@@ -237,6 +300,7 @@ func passthroughFile(fd int) bool {
 type dirHandle struct {
 	ds   fs.DirStream
 	keep func(name string) bool // nil: every name
+	ref  *handleRef             // given back at Releasedir
 }
 
 var (
@@ -246,8 +310,10 @@ var (
 	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
 )
 
-func (n *node) newDirHandle(ds fs.DirStream) *dirHandle {
-	d := &dirHandle{ds: ds}
+// newDirHandle wraps the listing ds of n, with its count ref (openDir).
+func (n *node) newDirHandle(ds fs.DirStream, ref *handleRef) *dirHandle {
+	d := &dirHandle{ds: ds, ref: ref}
+	runtime.AddCleanup(d, (*handleRef).put, ref)
 	if n.m.host != nil {
 		d.keep = n.m.host.listFilter(n.m.policy(), n.phys())
 	}
@@ -269,6 +335,30 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 	d.ds.(fs.FileReleasedirer).Releasedir(ctx, flags)
+	d.ref.put()
+}
+
+// openDir opens directory n (pinned) for a listing, its descriptor counted
+// in the session's share (EMFILE beyond it).
+func (n *node) openDir() (*dirHandle, syscall.Errno) {
+	ref, errno := takeHandle(n)
+	if errno != 0 {
+		return nil, errno
+	}
+	fd, err := retryFd(func() (int, error) {
+		return unix.Openat(n.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		ref.put()
+		return nil, toErrno(err)
+	}
+	ds, errno := fs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 {
+		unix.Close(fd)
+		ref.put()
+		return nil, errno
+	}
+	return n.newDirHandle(ds, ref), 0
 }
 
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {

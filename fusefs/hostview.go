@@ -294,9 +294,11 @@ func (h *hostView) hidesBelow(dir string) bool {
 // refused type: the crossing is detected with RESOLVE_NO_XDEV, the type read
 // from mountinfo.
 func (h *hostView) openChild(pol *policy.Policy, dirfd int, name, p string) (int, syscall.Stat_t, error) {
-	fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_XDEV | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	fd, err := retryFd(func() (int, error) {
+		return unix.Openat2(dirfd, name, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_XDEV | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
 	})
 	if err == unix.EXDEV {
 		table, terr := MountTable()
@@ -554,7 +556,7 @@ func (h *hostView) linkAttr(n *node, a *fuse.Attr) {
 
 // addLinkNode returns the node of the session link at p.
 func (n *node) addLinkNode(ctx context.Context, p, text string, out *fuse.EntryOut) *fs.Inode {
-	ch := n.m.newNode(-1, p)
+	ch, _ := n.m.newNode(-1, p, syscall.S_IFLNK)
 	ch.linkText = text
 	sa := fs.StableAttr{Mode: syscall.S_IFLNK, Ino: n.m.host.linkIno[p]}
 	n.m.keepNode(ch, sa, p)

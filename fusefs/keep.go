@@ -52,14 +52,14 @@ func (m *mount) keepNode(n *node, sa fs.StableAttr, p string) {
 		return
 	}
 	rec := &transport.Node{Ino: sa.Ino, Mode: sa.Mode, Path: p, Type: -1}
-	if n.fd >= 0 {
-		typ, h, mnt, err := transport.FileHandle(n.fd)
-		if err != nil {
+	if n.linkText == "" {
+		d := n.desc
+		if d.htype < 0 {
 			// No handle (a file system without export support):
 			// this node cannot be found again after a restart.
 			return
 		}
-		rec.Type, rec.Handle, rec.MountID = typ, h, mnt
+		rec.Type, rec.Handle, rec.MountID = d.htype, d.handle, d.mountID
 	}
 	st.AddNode(rec)
 }
@@ -309,16 +309,9 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 	}
 	m.inoMu.Unlock()
 	// open_by_handle_at(2) takes its mount from a descriptor that is not
-	// O_PATH (EBADF otherwise).
-	mountFds := map[int]int{}
-	if fd, err := reopen(rootFd, unix.O_RDONLY|unix.O_DIRECTORY); err == nil {
-		mountFds[c.Meta.RootMountID] = fd
-	}
-	defer func() {
-		for _, fd := range mountFds {
-			unix.Close(fd)
-		}
-	}()
+	// O_PATH (EBADF otherwise): the mount's own (mountFds, fdcache.go),
+	// which nodes restored here also reopen on.
+	m.mfds.get(c.Meta.RootMountID, rootFd, true)
 	ctx := context.Background()
 	inodes := map[uint64]*fs.Inode{1: &root.Inode}
 	stale := 0
@@ -340,16 +333,17 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 		sa := fs.StableAttr{Ino: ino, Mode: rec.Mode}
 		if rec.Type == -1 {
 			if m.host != nil && m.host.linkIno[rec.Path] == ino {
-				ln := m.newNode(-1, rec.Path)
+				ln, _ := m.newNode(-1, rec.Path, syscall.S_IFLNK)
 				ln.linkText = m.host.links[rec.Path]
 				ops = ln
 			}
-		} else if fd, err := m.openRecorded(rec, mountFds); err != nil {
+		} else if fd, err := m.openRecorded(rec); err != nil {
 			m.log.Debug("kept node not found again", m.sessionAttr("ino", ino, "path", rec.Path, "err", err)...)
 		} else {
 			var st syscall.Stat_t
-			if fstat(fd, &st) == nil && m.stable(&st) == sa {
-				n := m.newNode(fd, rec.Path)
+			if fstat(fd, &st) != nil || m.stable(&st) != sa {
+				unix.Close(fd)
+			} else if n, errno := m.newNodeWith(fd, rec.Path, st.Mode, rec.Type, rec.Handle, rec.MountID, false); errno == 0 {
 				if rec.Backing != 0 {
 					if srv := m.fuseSrv.Load(); srv != nil {
 						n.backing.id = rec.Backing
@@ -357,8 +351,6 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 					}
 				}
 				ops = n
-			} else {
-				unix.Close(fd)
 			}
 		}
 		if ops == nil {
@@ -377,8 +369,9 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 			continue
 		}
 		inodes[ino] = got
-		if n, ok := got.Operations().(*node); ok && sa.Mode == syscall.S_IFDIR {
+		if n, ok := got.Operations().(*node); ok && sa.Mode == syscall.S_IFDIR && n.pin() == 0 {
 			n.ensureWatched()
+			n.unpin()
 		}
 	}
 	for fh, f := range c.Live.Files {
@@ -423,44 +416,53 @@ func (m *mount) forgetCaches(srv *fuse.Server, live *transport.Live) {
 // decision (it was made at the open) and without the flags that acted at
 // the open (O_CREAT, O_EXCL, O_TRUNC).
 func (n *node) reopenHandle(f *transport.File) (fs.FileHandle, error) {
+	if errno := n.pin(); errno != 0 {
+		return nil, errno
+	}
+	defer n.unpin()
 	if f.Dir {
-		fd, err := unix.Openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, err
-		}
-		ds, errno := fs.NewLoopbackDirStreamFd(fd)
+		dh, errno := n.openDir()
 		if errno != 0 {
-			unix.Close(fd)
 			return nil, errno
 		}
-		return n.newDirHandle(ds), nil
+		return dh, nil
 	}
 	oflags := int(f.Flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC | syscall.O_NOCTTY | syscall.O_NOFOLLOW)
 	if n.backing.id != 0 && !isWriteOpen(uint32(oflags)) {
-		return deferredFileHandle(n, oflags), nil
+		h, errno := deferredFileHandle(n, oflags)
+		if errno != 0 {
+			return nil, errno
+		}
+		return h, nil
 	}
-	fd, err := reopen(n.fd, oflags)
-	if err != nil {
-		return nil, err
+	h, errno := openFile(n, oflags)
+	if errno != 0 {
+		return nil, errno
 	}
-	return newFileHandle(n, fd), nil
+	return h, nil
 }
 
 // openRecorded opens the object of rec by its file handle, O_PATH, on the
-// mount it was recorded on (found by mount ID in mountinfo, cached in fds).
-func (m *mount) openRecorded(rec *transport.Node, fds map[int]int) (int, error) {
-	mfd, ok := fds[rec.MountID]
-	if !ok {
+// mount it was recorded on (found by mount ID in mountinfo, kept in
+// m.mfds).
+func (m *mount) openRecorded(rec *transport.Node) (int, error) {
+	mfd := m.mfds.lookup(rec.MountID)
+	if mfd == nil {
 		p, err := mountPointOf(rec.MountID)
 		if err != nil {
 			return -1, err
 		}
-		if mfd, err = unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
 			return -1, err
 		}
-		fds[rec.MountID] = mfd
+		if mfd = m.mfds.add(rec.MountID, fd); mfd == nil {
+			return -1, syscall.EBADF
+		}
 	}
-	return transport.OpenHandle(mfd, rec.Type, rec.Handle, unix.O_PATH|unix.O_CLOEXEC)
+	return retryFd(func() (int, error) {
+		return transport.OpenHandle(mfd.fd, rec.Type, rec.Handle, unix.O_PATH|unix.O_CLOEXEC)
+	})
 }
 
 // mountPointOf returns the mountpoint of mount id from this process's

@@ -289,3 +289,53 @@ func TestHostChangesWhileDownSeenAtOnce(t *testing.T) {
 		t.Errorf("a file removed on the host while no server ran: %v, want ENOENT", err)
 	}
 }
+
+// TestForgetRecordedAtForget: a node the kernel forgets is recorded as
+// forgotten at the FORGET (go-fuse's NodeOnForgetter, with
+// NodeOnKernelRefer for a node a LOOKUP takes back), not when its
+// descriptor is released two seconds later, so a server killed in between
+// leaves a successor that does not restore, hence hold, the node.
+func TestForgetRecordedAtForget(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2), drop_caches")
+	}
+	dir := canonT(t, t.TempDir())
+	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
+	for _, d := range []string{backing, mnt, ctl, filepath.Join(backing, "keep")} {
+		mkdirT(t, d, 0o755)
+	}
+	x := filepath.Join(backing, "keep/x")
+	writeFileT(t, x, "x\n", 0o644)
+	sock := holderT(t, filepath.Join(ctl, "holder.sock"), mnt)
+	first := keptServer(t, backing, mnt, sock)
+	if got := shOK(t, "/", "cat "+shq(mnt+"/keep/x")); got != "x\n" {
+		t.Fatalf("cat keep/x: %q", got)
+	}
+	// The kernel evicts every unused inode, keep/x among them: FORGET.
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel sends queued FORGETs before other requests: once these
+	// are answered, the server has read them.
+	for i := 0; i < 3; i++ {
+		shOK(t, "/", "stat -c %i "+shq(mnt)+" >/dev/null")
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+	next := keptServer(t, backing, mnt, sock)
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", next.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range fds {
+		if p, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", next.Process.Pid, e.Name())); p == x {
+			t.Errorf("the successor holds %s (fd %s): a node forgotten before the kill was restored", x, e.Name())
+		}
+	}
+	// The mount works on, keep/x looked up afresh.
+	if got := shOK(t, "/", "cat "+shq(mnt+"/keep/x")); got != "x\n" {
+		t.Errorf("cat keep/x after the takeover: %q", got)
+	}
+}

@@ -36,7 +36,7 @@ import (
 // caller clears on ext4. The error is the chmod's.
 func (n *node) killSuidgid(ctx context.Context) syscall.Errno {
 	var st unix.Stat_t
-	if err := unix.Fstatat(n.fd, "", &st, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(n.fd(), "", &st, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return toErrno(err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&(unix.S_ISUID|unix.S_ISGID) == 0 {
@@ -50,7 +50,7 @@ func (n *node) killSuidgid(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	defer n.xattrs.drop() // a mode change rewrites an ACL's mask
-	if err := unix.Chmod(procPath(n.fd), st.Mode&07777&^kill); err != nil {
+	if err := unix.Chmod(procPath(n.fd()), st.Mode&07777&^kill); err != nil {
 		return toErrno(err)
 	}
 	return 0

@@ -51,6 +51,11 @@ type mount struct {
 	host *hostView
 	// ring is set when requests come over io_uring (mountRaw).
 	ring *transport.URing
+	// sh is the session's share of the descriptor cache, mfds the
+	// descriptors of backing mounts that nodes are opened again on
+	// (fdcache.go).
+	sh   *share
+	mfds mountFds
 
 	// state records what a successor needs to serve this connection on,
 	// when it is kept in the store keptIn (keep.go); nil otherwise.
@@ -79,11 +84,12 @@ type node struct {
 	fs.Inode
 	m *mount
 
-	// fd is the O_PATH descriptor, owned by desc: closed by release once
-	// the kernel is surely done with the node, or by a cleanup when the node
-	// is garbage collected, which covers nodes go-fuse drops in favour of an
+	// desc binds the node to its object: its file handle, and its O_PATH
+	// descriptor, an entry of the daemon-wide cache (fdcache.go) used under
+	// pin/unpin. It is released for good by release once the kernel is
+	// surely done with the node, or by a cleanup when the node is garbage
+	// collected, which covers nodes go-fuse drops in favour of an
 	// already-known inode with the same number.
-	fd   int
 	desc *descriptor
 
 	// origin is the physical path at creation; used once the node has no
@@ -106,6 +112,10 @@ type node struct {
 	unwatched bool
 
 	closeOnce sync.Once
+	// forgotten is set once OnForget recorded the kernel's forget in the
+	// state, cleared by OnKernelRef; keepMu orders the two records.
+	keepMu    sync.Mutex
+	forgotten bool
 
 	// ptOK caches passthroughOK: 0 not known yet, 1 yes, 2 no.
 	ptOK atomic.Int32
@@ -139,6 +149,7 @@ var (
 	_ fs.NodeAllocater      = (*node)(nil)
 	_ fs.NodeCopyFileRanger = (*node)(nil)
 	_ fs.NodeOnForgetter    = (*node)(nil)
+	_ fs.NodeOnKernelRefer  = (*node)(nil)
 	_ fs.NodeTmpfiler       = (*node)(nil)
 )
 
@@ -179,32 +190,38 @@ func join(dir, name string) string {
 	return dir + "/" + name
 }
 
-// newNode wraps an O_PATH fd.
-func (m *mount) newNode(fd int, origin string) *node {
-	d := &descriptor{fd: fd}
-	n := &node{m: m, fd: fd, desc: d, origin: origin}
-	runtime.AddCleanup(n, (*descriptor).close, d)
-	return n
-}
-
-// descriptor closes an fd exactly once, whoever asks first: closing a
-// number twice could close a descriptor reused meanwhile. (An *os.File would
-// do this too, at the cost of an fcntl(2) per node on the lookup path.)
-type descriptor struct {
-	fd     int
-	closed atomic.Bool
-	// backing, once the fd is registered for passthrough, is unregistered
-	// with it.
-	backing atomic.Pointer[backingRef]
-}
-
-func (d *descriptor) close() {
-	if d.fd >= 0 && d.closed.CompareAndSwap(false, true) {
-		if b := d.backing.Load(); b != nil {
-			b.srv.UnregisterBackingFd(b.id)
+// newNode wraps fd, an O_PATH descriptor just opened of an object of type
+// mode (S_IFMT bits), -1 for a node without a backing object. It takes the
+// object's file handle, so the descriptor can be closed and the object
+// opened again (fdcache.go); without one (a file system without export
+// support, an unprivileged server) the descriptor is fixed, and EMFILE
+// (fd closed) when the session holds its fixed share already.
+func (m *mount) newNode(fd int, origin string, mode uint32) (*node, syscall.Errno) {
+	htype, h, mnt := int32(-1), []byte(nil), 0
+	if fd >= 0 {
+		if fh, id, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
+			htype, h, mnt = fh.Type(), fh.Bytes(), id
 		}
-		unix.Close(d.fd)
 	}
+	return m.newNodeWith(fd, origin, mode, htype, h, mnt, false)
+}
+
+// newNodeWith is newNode for a file handle known (htype -1: none); fixed
+// keeps the descriptor open whatever the handle (the root's).
+func (m *mount) newNodeWith(fd int, origin string, mode uint32, htype int32, h []byte, mnt int, fixed bool) (*node, syscall.Errno) {
+	dir := mode&syscall.S_IFMT == syscall.S_IFDIR
+	var mfd *mountFd
+	if fd >= 0 && htype >= 0 && !fixed {
+		mfd = m.mfds.get(mnt, fd, dir)
+	}
+	if fd >= 0 && mfd == nil && !fixed && m.sh.overFixed() {
+		unix.Close(fd)
+		return nil, syscall.EMFILE
+	}
+	d := newDescriptor(m.sh, fd, htype, h, mnt, dir, mfd)
+	n := &node{m: m, desc: d, origin: origin}
+	runtime.AddCleanup(n, (*descriptor).collect, d)
+	return n, 0
 }
 
 // stable is the go-fuse identity of a backing object. Inode numbers on the
@@ -250,7 +267,10 @@ func (m *mount) allocIno(k devIno) uint64 {
 // is judged where it is. A deleted object is judged at its last path;
 // phys() is the fallback when the kernel cannot name it (PATH_MAX).
 func (n *node) where() string {
-	p, err := os.Readlink(procPath(n.fd))
+	if n.desc.detached {
+		return n.phys()
+	}
+	p, err := os.Readlink(procPath(n.fd()))
 	if err != nil || !strings.HasPrefix(p, "/") {
 		return n.phys()
 	}
@@ -288,15 +308,24 @@ func (n *node) phys() string {
 // reviveWindow is how long a forgotten node keeps its descriptor.
 const reviveWindow = 2 * time.Second
 
-// OnForget releases the node's descriptor and watch once the kernel has
-// dropped the inode, after reviveWindow and only if it is still forgotten.
-// go-fuse may hand a node that is being forgotten to a concurrent LOOKUP
-// (its identity table, or revalidate below, found it a moment earlier); a
-// revived node must never run on a closed, possibly reused, descriptor.
+// OnForget records at once, for a successor, that the kernel dropped the
+// inode (so a crash in the next moments does not restore it), and releases
+// the node's descriptor and watch after reviveWindow, only if it is still
+// forgotten. go-fuse may hand a node that is being forgotten to a
+// concurrent LOOKUP (its identity table, or revalidate below, found it a
+// moment earlier): OnKernelRef then records the node again, and a revived
+// node never runs on a closed descriptor.
 func (n *node) OnForget() {
 	if n.IsRoot() {
 		return
 	}
+	n.keepMu.Lock()
+	//lint:ignore SA1019 OnForget says when the kernel dropped the inode; only Forgotten says whether a LOOKUP revived it since.
+	if n.Forgotten() && !n.forgotten {
+		n.forgotten = true
+		n.m.keepForget(n.StableAttr().Ino)
+	}
+	n.keepMu.Unlock()
 	time.AfterFunc(reviveWindow, func() {
 		//lint:ignore SA1019 OnForget says when the kernel dropped the inode; only Forgotten says whether a LOOKUP revived it since.
 		if n.Forgotten() {
@@ -305,11 +334,22 @@ func (n *node) OnForget() {
 	})
 }
 
+// OnKernelRef records the node again when the kernel takes back a node
+// whose forget OnForget recorded (go-fuse's NodeOnKernelRefer).
+func (n *node) OnKernelRef() {
+	n.keepMu.Lock()
+	defer n.keepMu.Unlock()
+	if n.forgotten {
+		n.forgotten = false
+		n.m.keepNode(n, n.StableAttr(), n.phys())
+	}
+}
+
 func (n *node) release() {
 	n.closeOnce.Do(func() {
-		n.m.keepForget(n.StableAttr().Ino)
 		if n.watched {
 			n.m.watch.remove(n)
+			n.m.sh.putWatch()
 		}
 		n.desc.close()
 	})
@@ -318,6 +358,10 @@ func (n *node) release() {
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	m := n.m
 	m.stats.op(opLookup)
+	if errno := n.pin(); errno != 0 {
+		return nil, errno
+	}
+	defer n.unpin()
 	n.ensureWatched()
 	var p string
 	if m.host != nil {
@@ -341,9 +385,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	var st syscall.Stat_t
 	var err error
 	if m.host != nil {
-		fd, st, err = m.host.openChild(m.policy(), n.fd, name, p)
+		fd, st, err = m.host.openChild(m.policy(), n.fd(), name, p)
 	} else {
-		fd, st, err = openPathStat(n.fd, name)
+		fd, st, err = openPathStat(n.fd(), name)
 	}
 	if err != nil {
 		if d, ok := err.(*denial); ok {
@@ -361,13 +405,16 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		// lstat(2) shows the presented text's length.
 		shown, _ := m.present(filepath.Dir(p), text)
 		st.Size = int64(len(shown))
-		ch := n.addChild(ctx, fd, &st, p, out)
+		ch, errno := n.addChild(ctx, fd, &st, p, out)
+		if errno != 0 {
+			return nil, errno
+		}
 		if cn, ok := ch.Operations().(*node); ok {
 			cn.stored.CompareAndSwap(nil, &text)
 		}
 		return ch, 0
 	}
-	return n.addChild(ctx, fd, &st, p, out), 0
+	return n.addChild(ctx, fd, &st, p, out)
 }
 
 // storedText returns the text of the backing symlink the node stands for,
@@ -380,7 +427,7 @@ func (n *node) storedText() (string, error) {
 	if t := n.stored.Load(); t != nil {
 		return *t, nil
 	}
-	text, err := identity.ReadlinkAt(n.fd, "")
+	text, err := identity.ReadlinkAt(n.fd(), "")
 	if err == nil {
 		n.stored.CompareAndSwap(nil, &text)
 	}
@@ -416,7 +463,7 @@ func (n *node) revalidate(name string, out *fuse.EntryOut) *fs.Inode {
 		return nil
 	}
 	var ust unix.Stat_t
-	if unix.Fstatat(n.fd, name, &ust, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	if unix.Fstatat(n.fd(), name, &ust, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return nil
 	}
 	st := statFromUnix(&ust)
@@ -439,26 +486,38 @@ func (n *node) shortenTTL(out *fuse.EntryOut) {
 	}
 }
 
-func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, p string, out *fuse.EntryOut) *fs.Inode {
+// addChild makes the node for fd (attributes st) at physical path p and
+// fills out; EMFILE (fd closed) when the session holds its fixed share of
+// descriptors and this one could not be closed and opened again.
+func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, p string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	out.Attr.FromStat(st)
 	sa := n.m.stable(st)
 	out.Attr.Ino = sa.Ino
 	n.shortenTTL(out)
-	ch := n.m.newNode(fd, p)
+	ch, errno := n.m.newNode(fd, p, st.Mode)
+	if errno != 0 {
+		return nil, errno
+	}
 	n.m.keepNode(ch, sa, p)
-	return n.NewInode(ctx, ch, sa)
+	return n.NewInode(ctx, ch, sa), 0
 }
 
 // ensureWatched places the directory's inotify watch the first time the
-// kernel looks into it.
+// kernel looks into it, within the session's share of watches
+// (share.takeWatch).
 func (n *node) ensureWatched() {
 	n.watchOnce.Do(func() {
 		switch {
 		case n.m.watch == nil:
 			n.unwatched = true
+		case !n.m.sh.takeWatch():
+			// Beyond the session's share of inotify watches (watchShare):
+			// short timeouts here, as for a watch the kernel refused.
+			n.unwatched = true
 		case n.m.watch.add(n):
 			n.watched = true
 		default:
+			n.m.sh.putWatch()
 			n.unwatched = true
 		}
 	})
@@ -466,11 +525,15 @@ func (n *node) ensureWatched() {
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.m.stats.op(opGetattr)
+	if errno := n.pin(); errno != 0 {
+		return errno
+	}
+	defer n.unpin()
 	if n.linkText != "" {
 		n.m.host.linkAttr(n, &out.Attr)
 		return 0
 	}
-	fd := n.fd
+	fd := n.fd()
 	if h, ok := f.(*fileHandle); ok {
 		if hfd := h.openedFd(); hfd >= 0 {
 			fd = hfd
@@ -494,7 +557,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 // fileID is the (dev, ino) of the node's object; zero when fstat fails.
 func (n *node) fileID() identity.FileID {
 	var st syscall.Stat_t
-	if fstat(n.fd, &st) != nil {
+	if fstat(n.fd(), &st) != nil {
 		return identity.FileID{}
 	}
 	return identity.FileID{Dev: st.Dev, Ino: st.Ino}
@@ -560,6 +623,10 @@ func (m *mount) sessionAttr(kv ...any) []any {
 
 func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 	n.m.stats.op(opAccess)
+	if errno := n.pin(); errno != 0 {
+		return errno
+	}
+	defer n.unpin()
 	if mask&unix.W_OK != 0 {
 		if errno := n.check(ctx, policy.OpWrite, "access"); errno != 0 {
 			return errno
@@ -571,6 +638,10 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	m := n.m
 	m.stats.op(opSetattr)
+	if errno := n.pin(); errno != 0 {
+		return errno
+	}
+	defer n.unpin()
 	if errno := n.check(ctx, policy.OpSetattr, "setattr"); errno != 0 {
 		return errno
 	}
@@ -589,7 +660,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if isLink {
 			return syscall.EOPNOTSUPP // Linux has no lchmod
 		}
-		if err := unix.Chmod(procPath(n.fd), mode&07777); err != nil {
+		if err := unix.Chmod(procPath(n.fd()), mode&07777); err != nil {
 			return toErrno(err)
 		}
 	}
@@ -610,7 +681,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if gok && gid != ^uint32(0) {
 			g = int(gid)
 		}
-		if err := unix.Fchownat(n.fd, "", u, g, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(n.fd(), "", u, g, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return toErrno(err)
 		}
 	}
@@ -619,7 +690,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if h, ok := f.(*fileHandle); ok && h.openedFd() >= 0 {
 			err = unix.Ftruncate(h.openedFd(), int64(size))
 		} else {
-			err = unix.Truncate(procPath(n.fd), int64(size))
+			err = unix.Truncate(procPath(n.fd()), int64(size))
 		}
 		if err != nil {
 			return toErrno(err)
@@ -639,7 +710,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 				ts[1] = unix.Timespec{Nsec: unix.UTIME_NOW}
 			}
 		}
-		if err := unix.UtimesNanoAt(n.fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.UtimesNanoAt(n.fd(), "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return toErrno(err)
 		}
 	}
@@ -653,6 +724,10 @@ func isWriteOpen(flags uint32) bool {
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.m.stats.op(opOpen)
+	if errno := n.pin(); errno != 0 {
+		return nil, 0, errno
+	}
+	defer n.unpin()
 	if errno := n.checkHostRead(ctx, "open"); errno != 0 {
 		return nil, 0, errno
 	}
@@ -670,36 +745,39 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if passed && !isWriteOpen(flags) {
 		// Reads go through the kernel's own backing file (fileHandle).
-		return deferredFileHandle(n, oflags), 0, 0
+		h, errno := deferredFileHandle(n, oflags)
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		return h, 0, 0
 	}
 	// A write open is made here: O_TRUNC, and errors such as ETXTBSY,
 	// happen at open(2), as on ext4.
-	fd, err := reopen(n.fd, oflags)
-	if err != nil {
-		return nil, 0, toErrno(err)
+	h, errno := openFile(n, oflags)
+	if errno != 0 {
+		return nil, 0, errno
 	}
 	if killRequested(ctx) { // O_TRUNC by a caller without CAP_FSETID
 		if errno := n.killSuidgid(ctx); errno != 0 {
-			unix.Close(fd)
+			h.Release(ctx)
 			return nil, 0, errno
 		}
 	}
-	return newFileHandle(n, fd), 0, 0
+	return h, 0, 0
 }
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.m.stats.op(opOpendir)
+	if errno := n.pin(); errno != 0 {
+		return nil, 0, errno
+	}
+	defer n.unpin()
 	if errno := n.checkHostRead(ctx, "opendir"); errno != 0 {
 		return nil, 0, errno
 	}
 	n.ensureWatched()
-	fd, err := unix.Openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, 0, toErrno(err)
-	}
-	ds, errno := fs.NewLoopbackDirStreamFd(fd)
+	dh, errno := n.openDir()
 	if errno != 0 {
-		unix.Close(fd)
 		return nil, 0, errno
 	}
 	// With the watcher on, the kernel may keep listings in its page cache
@@ -709,13 +787,17 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if n.watched {
 		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
-	return n.newDirHandle(ds), fuseFlags, 0
+	return dh, fuseFlags, 0
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	n.m.stats.op(opStatfs)
+	if errno := n.pin(); errno != 0 {
+		return errno
+	}
+	defer n.unpin()
 	var st syscall.Statfs_t
-	if err := syscall.Fstatfs(n.fd, &st); err != nil {
+	if err := syscall.Fstatfs(n.fd(), &st); err != nil {
 		return toErrno(err)
 	}
 	out.FromStatfsT(&st)
@@ -726,23 +808,35 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 // f*xattr calls. A symlink carries no user attributes on Linux (xattr(7)).
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	n.m.stats.op(opGetxattr)
+	if errno := n.pin(); errno != 0 {
+		return 0, errno
+	}
+	defer n.unpin()
 	if n.StableAttr().Mode == syscall.S_IFLNK {
 		return 0, syscall.ENODATA
 	}
-	return n.getxattrCached(attr, func() (int, error) { return unix.Getxattr(procPath(n.fd), attr, dest) })
+	return n.getxattrCached(attr, func() (int, error) { return unix.Getxattr(procPath(n.fd()), attr, dest) })
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	n.m.stats.op(opListxattr)
+	if errno := n.pin(); errno != 0 {
+		return 0, errno
+	}
+	defer n.unpin()
 	if n.StableAttr().Mode == syscall.S_IFLNK {
 		return 0, 0
 	}
-	sz, err := unix.Listxattr(procPath(n.fd), dest)
+	sz, err := unix.Listxattr(procPath(n.fd()), dest)
 	return uint32(sz), toErrno(err)
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	n.m.stats.op(opSetxattr)
+	if errno := n.pin(); errno != 0 {
+		return errno
+	}
+	defer n.unpin()
 	if errno := n.check(ctx, policy.OpSetxattr, "setxattr"); errno != 0 {
 		return errno
 	}
@@ -750,11 +844,15 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return syscall.EPERM
 	}
 	defer n.xattrs.drop()
-	return toErrno(unix.Setxattr(procPath(n.fd), attr, data, int(flags)))
+	return toErrno(unix.Setxattr(procPath(n.fd()), attr, data, int(flags)))
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	n.m.stats.op(opRemovexattr)
+	if errno := n.pin(); errno != 0 {
+		return errno
+	}
+	defer n.unpin()
 	if errno := n.check(ctx, policy.OpRemovexattr, "removexattr"); errno != 0 {
 		return errno
 	}
@@ -762,11 +860,15 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		return syscall.EPERM
 	}
 	defer n.xattrs.drop()
-	return toErrno(unix.Removexattr(procPath(n.fd), attr))
+	return toErrno(unix.Removexattr(procPath(n.fd()), attr))
 }
 
 func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
 	n.m.stats.op(opFallocate)
+	if errno := n.pin(); errno != 0 {
+		return errno
+	}
+	defer n.unpin()
 	if errno := n.check(ctx, policy.OpFallocate, "fallocate"); errno != 0 {
 		return errno
 	}
@@ -783,10 +885,18 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, 
 
 func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
 	n.m.stats.op(opCopyFileRange)
+	if errno := n.pin(); errno != 0 {
+		return 0, errno
+	}
+	defer n.unpin()
 	dst, ok := out.Operations().(*node)
 	if !ok {
 		return 0, syscall.EXDEV
 	}
+	if errno := dst.pin(); errno != 0 {
+		return 0, errno
+	}
+	defer dst.unpin()
 	if errno := dst.check(ctx, policy.OpCopyFileRange, "copy_file_range"); errno != 0 {
 		return 0, errno
 	}
@@ -811,6 +921,10 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	m := n.m
 	m.stats.op(opReadlink)
+	if errno := n.pin(); errno != 0 {
+		return nil, errno
+	}
+	defer n.unpin()
 	if n.linkText != "" {
 		return linkReply(n.linkText)
 	}

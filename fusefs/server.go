@@ -91,8 +91,9 @@ func Mount(cfg Config) (*Server, error) {
 	}
 	if n := RaiseDescriptorLimit(); n != 0 && n < LowDescriptorLimit {
 		lowLimitOnce.Do(func() {
-			logger.Warn("descriptor limit is low: each inode the kernel keeps looked up holds one descriptor; "+
-				"beyond it operations through the mount fail with EMFILE (raise the hard limit: ulimit -Hn, systemd LimitNOFILE)",
+			logger.Warn("descriptor limit is low: node descriptors beyond three quarters of it are closed and opened again by file handle "+
+				"(slower cold walks); a server that cannot (unprivileged, or a file system without file handles) gets EMFILE beyond it "+
+				"(raise the hard limit: ulimit -Hn, systemd LimitNOFILE)",
 				"limit", n, "want", LowDescriptorLimit)
 		})
 	}
@@ -141,9 +142,11 @@ type serveOpts struct {
 // nothing mounted.
 func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, error) {
 	var err error
-	rootNode := m.newNode(rootFd, m.root)
+	m.sh = shareFor(m.session)
+	m.mfds.probe(rootFd)
+	rootNode, _ := m.newNodeWith(rootFd, m.root, syscall.S_IFDIR, -1, nil, 0, true)
 	if o.sharedRoot {
-		rootNode.desc.closed.Store(true) // close() leaves it open
+		rootNode.desc.shared = true // closing the node leaves it open
 	}
 	if m.host != nil {
 		m.host.root.Store(rootNode)
@@ -229,6 +232,8 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			m.watch.close()
 		}
 		rootNode.desc.close()
+		m.mfds.close()
+		dropShare(m.sh)
 		if o.adopt != nil {
 			return nil, fmt.Errorf("take over %q: %w", o.mountpoint, err)
 		}
@@ -335,10 +340,13 @@ func timeout(v, def time.Duration) time.Duration {
 }
 
 // LowDescriptorLimit is the RLIMIT_NOFILE below which Mount logs a warning
-// and `wsfs doctor` warns. The server holds one O_PATH descriptor per inode
-// the kernel keeps looked up (it forgets inodes only under memory pressure),
-// plus one per open file, so a walk of a tree larger than the limit (tar,
-// git status of a big repository) gets EMFILE through the mount.
+// and `wsfs doctor` warns. The server caches one O_PATH descriptor per inode
+// the kernel keeps looked up, up to three quarters of the limit, and opens
+// the others again by file handle when they are used (fdcache.go), so a
+// walk of a tree larger than the cache (tar, git status of a big
+// repository) costs reopens. A server that cannot reopen by handle (not
+// root, or a file system without export support) keeps every descriptor,
+// and such a walk gets EMFILE through the mount.
 const LowDescriptorLimit = 65536
 
 var lowLimitOnce sync.Once
@@ -664,6 +672,8 @@ func (s *Server) Wait() {
 			s.m.watch.close()
 		}
 		s.rootNode.desc.close()
+		s.m.mfds.close()
+		dropShare(s.m.sh)
 	})
 }
 

@@ -16,7 +16,9 @@ import (
 // openPath opens name in dirfd as an O_PATH descriptor without following a
 // final symlink; the result names the object itself, whatever it is.
 func openPath(dirfd int, name string) (int, error) {
-	return unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	return retryFd(func() (int, error) {
+		return unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
 }
 
 // openPathStat opens name in dirfd as openPath does and fstats it; the

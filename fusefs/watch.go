@@ -126,7 +126,7 @@ func (w *watcher) start(root *node) {
 // add watches directory node n; false when the watch could not be placed.
 func (w *watcher) add(n *node) bool {
 	h := w.h
-	wd, err := unix.InotifyAddWatch(h.fd, procPath(n.fd), watchMask)
+	wd, err := unix.InotifyAddWatch(h.fd, procPath(n.fd()), watchMask)
 	if err != nil {
 		return false
 	}
@@ -433,9 +433,13 @@ const DefaultWatchedTimeout = time.Minute
 // backing directory: a name made or removed through the mount. Invalidating
 // it anyway would only drop a fresh dentry and cost a LOOKUP.
 func (n *node) agrees(name string) bool {
+	if n.pin() != 0 {
+		return false
+	}
+	defer n.unpin()
 	ch := n.GetChild(name)
 	var ust unix.Stat_t
-	err := unix.Fstatat(n.fd, name, &ust, unix.AT_SYMLINK_NOFOLLOW)
+	err := unix.Fstatat(n.fd(), name, &ust, unix.AT_SYMLINK_NOFOLLOW)
 	if ch == nil {
 		return err == unix.ENOENT
 	}

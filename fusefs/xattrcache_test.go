@@ -62,7 +62,7 @@ func BenchmarkGetxattrAbsent(b *testing.B) {
 		ttl  time.Duration
 	}{{"syscall", 0}, {"cached", time.Hour}} {
 		b.Run(c.name, func(b *testing.B) {
-			n := &node{m: &mount{xattrTTL: c.ttl}, fd: pfd}
+			n := &node{m: &mount{xattrTTL: c.ttl}, desc: newDescriptor(shareFor(""), pfd, -1, nil, 0, false, nil)}
 			for i := 0; i < b.N; i++ {
 				if _, errno := n.Getxattr(context.Background(), "security.selinux", buf); errno != syscall.ENODATA {
 					b.Fatalf("getxattr: %v, want ENODATA", errno)

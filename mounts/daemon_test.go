@@ -206,6 +206,18 @@ func startDaemon(t testing.TB, dir string) *daemon {
 // given (both under dir), and extra flags for wsfs serve.
 func startDaemonAt(t testing.TB, dir, stateDir, mountBase string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonCmd(t, dir, stateDir, mountBase, nil, extra...)
+}
+
+// startDaemonWith is startDaemon run through the command prefix wrap (such
+// as prlimit and its options, which execs wsfs serve as itself).
+func startDaemonWith(t testing.TB, dir string, wrap []string, extra ...string) *daemon {
+	t.Helper()
+	return startDaemonCmd(t, dir, filepath.Join(dir, "state"), filepath.Join(dir, "mnt"), wrap, extra...)
+}
+
+func startDaemonCmd(t testing.TB, dir, stateDir, mountBase string, wrap []string, extra ...string) *daemon {
+	t.Helper()
 	d := &daemon{
 		t: t, dir: dir,
 		socket:    filepath.Join(dir, "wsfs.sock"),
@@ -213,7 +225,8 @@ func startDaemonAt(t testing.TB, dir, stateDir, mountBase string, extra ...strin
 		mountBase: mountBase,
 		done:      make(chan struct{}),
 	}
-	d.cmd = exec.Command(wsfsBin, append([]string{"serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase}, extra...)...)
+	argv := append(append(append(wrap[:len(wrap):len(wrap)], wsfsBin), "serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase), extra...)
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

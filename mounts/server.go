@@ -195,7 +195,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r)
 }
 
-// Serve answers the API on l until ctx is done; then it stops accepting,
+// Serve answers the API on l until ctx is done, also when the process is
+// out of descriptors (starvedListener); then it stops accepting,
 // waits up to ShutdownTimeout for in-flight requests to finish, and returns.
 // It does not close the Manager.
 func (a *API) Serve(ctx context.Context, l net.Listener) error {
@@ -206,7 +207,8 @@ func (a *API) Serve(ctx context.Context, l net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
+	sl := newStarvedListener(l)
+	go func() { done <- srv.Serve(sl) }()
 	select {
 	case err := <-done:
 		return err

@@ -218,7 +218,7 @@ func checkDescriptors(limit uint64) check {
 		c.Status, c.Detail, c.Fix = checkWarn, "getrlimit(RLIMIT_NOFILE) failed", "check ulimit -Hn by hand (want >= "+strconv.Itoa(fusefs.LowDescriptorLimit)+")"
 	case limit < fusefs.LowDescriptorLimit:
 		c.Status = checkWarn
-		c.Detail = fmt.Sprintf("%d descriptors: a tree with more inodes than that, walked through a mount, gets EMFILE (one descriptor per inode the kernel keeps); %s", limit, sizing(limit))
+		c.Detail = fmt.Sprintf("%d descriptors: a walk of a tree with more inodes than three quarters of that reopens node descriptors by file handle (slower), and an unprivileged mount gets EMFILE; %s", limit, sizing(limit))
 		c.Fix = fmt.Sprintf("raise the hard limit to >= %d (ulimit -Hn, systemd LimitNOFILE=, the container's nofile)", fusefs.LowDescriptorLimit)
 	default:
 		c.Status, c.Detail = checkOK, fmt.Sprintf("%d descriptors: %s", limit, sizing(limit))

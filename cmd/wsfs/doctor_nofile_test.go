@@ -13,7 +13,7 @@ func TestCheckDescriptors(t *testing.T) {
 	assert.Equal(t, check{Name: "descriptor limit", Status: checkOK, Detail: "1048576 descriptors: room for about 349504 idle sessions in one daemon (3 descriptors each, 64 for the daemon; fewer as the kernel keeps inodes looked up)"}, checkDescriptors(1048576))
 	assert.Equal(t, check{Name: "descriptor limit", Status: checkOK, Detail: "65536 descriptors: room for about 21824 idle sessions in one daemon (3 descriptors each, 64 for the daemon; fewer as the kernel keeps inodes looked up)"}, checkDescriptors(65536))
 	assert.Equal(t, check{Name: "descriptor limit", Status: checkWarn,
-		Detail: "20000 descriptors: a tree with more inodes than that, walked through a mount, gets EMFILE (one descriptor per inode the kernel keeps); room for about 6645 idle sessions in one daemon (3 descriptors each, 64 for the daemon; fewer as the kernel keeps inodes looked up)",
+		Detail: "20000 descriptors: a walk of a tree with more inodes than three quarters of that reopens node descriptors by file handle (slower), and an unprivileged mount gets EMFILE; room for about 6645 idle sessions in one daemon (3 descriptors each, 64 for the daemon; fewer as the kernel keeps inodes looked up)",
 		Fix:    "raise the hard limit to >= 65536 (ulimit -Hn, systemd LimitNOFILE=, the container's nofile)"}, checkDescriptors(20000))
 	assert.Equal(t, checkWarn, checkDescriptors(0).Status)
 }

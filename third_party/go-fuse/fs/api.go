@@ -480,6 +480,19 @@ type NodeOnForgetter interface {
 	OnForget()
 }
 
+// NodeOnKernelRefer is called when the kernel takes a reference to a node
+// that held none: the first LOOKUP (or CREATE, MKDIR, ...) reply that names
+// it, and also one that revives a node whose lookup count a FORGET had just
+// brought to zero (the node go-fuse's tree still held, before or after its
+// OnForget). It is called after the node is registered, outside any lock
+// of the bridge, before the reply is sent. With NodeOnForgetter, it lets a
+// file system record a forget at the time of the FORGET and still know when
+// the kernel takes the node back, as the Forgotten method cannot say
+// reliably.
+type NodeOnKernelRefer interface {
+	OnKernelRef()
+}
+
 // DirStream lists directory entries.
 type DirStream interface {
 	// HasNext indicates if there are further entries. HasNext

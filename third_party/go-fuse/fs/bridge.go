@@ -219,6 +219,7 @@ func (b *rawBridge) addNewNode(parent *Inode, name string, child *Inode, file Fi
 	}
 	exclusive := fileFlags&syscall.O_EXCL != 0
 	var evicted *Inode
+	first := false
 	for {
 		lockNodes(parent, child)
 		// registerNew atomically re-checks for an existing node under
@@ -226,10 +227,10 @@ func (b *rawBridge) addNewNode(parent *Inode, name string, child *Inode, file Fi
 		// (someone else registered a different node under id between
 		// our last check and now), retry with that node instead - it
 		// may be the node we should use, or the race may repeat.
-		winner, winnerEntry, ev := b.ids.registerNew(id, child, exclusive)
+		winner, winnerEntry, ev, f := b.ids.registerNew(id, child, exclusive)
 		if winner == child {
 			entry = winnerEntry
-			evicted = ev
+			evicted, first = ev, f
 			break
 		}
 		unlockNodes(parent, child)
@@ -254,6 +255,11 @@ func (b *rawBridge) addNewNode(parent *Inode, name string, child *Inode, file Fi
 		// eviction has no kernel interfacing. Just remove the
 		// node from the tree on our side.
 		evicted.removeRef(0, true)
+	}
+	if first {
+		if kr, ok := child.ops.(NodeOnKernelRefer); ok {
+			kr.OnKernelRef()
+		}
 	}
 
 	return child, fe, entry

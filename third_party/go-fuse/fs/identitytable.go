@@ -157,7 +157,10 @@ func (t *mapIdentityTable) findByAttr(id StableAttr) *Inode {
 // * winner == other node: racy lookup, retry call with the winner
 //
 // If `evicted` is returned, its bookkeeping must be updated must be under lock.
-func (t *mapIdentityTable) registerNew(id StableAttr, child *Inode, exclusive bool) (winner *Inode, e *nodeEntry, evicted *Inode) {
+//
+// first reports whether the kernel held no reference to the winner before
+// (its lookup count was zero): see NodeOnKernelRefer.
+func (t *mapIdentityTable) registerNew(id StableAttr, child *Inode, exclusive bool) (winner *Inode, e *nodeEntry, evicted *Inode, first bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 
@@ -166,7 +169,7 @@ func (t *mapIdentityTable) registerNew(id StableAttr, child *Inode, exclusive bo
 			// Exact same identity found via a racing lookup (eg. two
 			// dirs linking to the same file, both losing to the same
 			// winner). We don't hold its lock, so we can't change it
-			return old, t.nodes[old.nodeId], nil
+			return old, t.nodes[old.nodeId], nil, false
 		}
 	}
 
@@ -193,11 +196,12 @@ func (t *mapIdentityTable) registerNew(id StableAttr, child *Inode, exclusive bo
 	// here on, and the caller holds child.mu for the duration of this
 	// call - so crediting it now, atomically with the publish above, is
 	// both safe and required (see the doc comment above).
+	first = e.lookupCount == 0
 	child.hasKernelRef = true
 	child.changeCounter++
 	e.lookupCount++
 
-	return child, e, evicted
+	return child, e, evicted, first
 }
 
 // decLookup applies a FORGET to nodeID, and reports whether that node ID
