@@ -23,8 +23,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/wsfs/wsfs/confine"
 )
 
 // jailReadyTimeout bounds how long hideInJails waits for a registered jail
@@ -227,7 +225,7 @@ func coverPlace(root int, p string) error {
 	if err := unix.Fstatfs(fd, &sfs); err != nil {
 		return fmt.Errorf("statfs in the jail: %w", err)
 	}
-	if sfs.Type == confine.FuseSuperMagic {
+	if sfs.Type == unix.FUSE_SUPER_MAGIC {
 		return nil // inside a view: its policy decides
 	}
 	if sfs.Type == unix.TMPFS_MAGIC && sfs.Flags&unix.ST_RDONLY != 0 {
