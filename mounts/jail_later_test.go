@@ -70,8 +70,12 @@ func (j *jailShell) ask(t *testing.T, c string) string {
 // was computed once, when it started.)
 func TestJailHidesLaterSessions(t *testing.T) {
 	needJail(t)
-	d := startDaemon(t, newDaemonDir(t))
+	daemonDir := newDaemonDir(t)
 	dir := outsideDaemonDir(t) // not in the daemon's socket directory, which every jail hides
+	// The mountpoints lie there: cleared after the daemon's cleanup
+	// (registered later, run earlier) of what a killed daemon left.
+	t.Cleanup(func() { clearMounts(t, dir) })
+	d := startDaemon(t, daemonDir)
 	ctx := context.Background()
 	type sess struct{ root, mnt, tmp string }
 	create := func(id, root, mnt string) sess {

@@ -23,8 +23,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/wsfs/wsfs/confine"
 )
 
 // jailReadyTimeout bounds how long hideInJails waits for a registered jail
@@ -148,8 +146,9 @@ func jailNamespaceProcess(j *liveJail) (int, error) {
 // coverIn enters the mount namespace of the process of pidfd inner on a
 // thread of its own (unshare(2) CLONE_FS first: setns(2) refuses a mount
 // namespace to a thread sharing its file system attributes) and covers
-// each place there. The thread is never handed back to the runtime: its
-// goroutine exits locked, so the runtime ends it.
+// each place there, then goes back to the daemon's namespace. The thread is
+// never handed back to the runtime: its goroutine exits locked, so the
+// runtime ends it.
 func coverIn(inner int, places []string) error {
 	runtime.LockOSThread()
 	// The process's root as the jail sees it, opened before entering.
@@ -158,12 +157,26 @@ func coverIn(inner int, places []string) error {
 		return err
 	}
 	defer unix.Close(root)
+	// The daemon's namespace, to go back to: a locked thread whose
+	// goroutine exits is ended by the runtime, but the main thread is only
+	// parked, and a thread left in the jail's namespace would keep it, and
+	// the FUSE connections bound there, alive after the jail ends.
+	home, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open this thread's mount namespace: %w", err)
+	}
+	defer unix.Close(home)
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare CLONE_FS: %w", err)
 	}
 	if err := unix.Setns(inner, unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("setns: %w", err)
 	}
+	defer func() {
+		if err := unix.Setns(home, unix.CLONE_NEWNS); err != nil {
+			panic(fmt.Sprintf("jail: back to the daemon's mount namespace: %v", err)) // never keep a thread in a jail's
+		}
+	}()
 	var errs []error
 	for _, p := range places {
 		if err := coverPlace(root, p); err != nil {
@@ -227,7 +240,7 @@ func coverPlace(root int, p string) error {
 	if err := unix.Fstatfs(fd, &sfs); err != nil {
 		return fmt.Errorf("statfs in the jail: %w", err)
 	}
-	if sfs.Type == confine.FuseSuperMagic {
+	if sfs.Type == unix.FUSE_SUPER_MAGIC {
 		return nil // inside a view: its policy decides
 	}
 	if sfs.Type == unix.TMPFS_MAGIC && sfs.Flags&unix.ST_RDONLY != 0 {

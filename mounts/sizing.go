@@ -9,7 +9,10 @@ package mounts
 // event log is opened for each append. A descriptor holder keeps what it
 // holds in flight, not open (transport/park.go), so it needs about one
 // descriptor per 32 connections. On top: one per inode the kernel keeps
-// looked up through any mount, and a jail's two jail views while it runs.
+// looked up through any mount, a jail's two jail views while it runs, and,
+// over FUSE over io_uring, three per ring queue (the ring, its eventfd and
+// a clone of /dev/fuse) on the mounts that get rings, at most
+// transport.MaxRingThreads queues in all (3,072 descriptors).
 const DescriptorsPerSession = 3
 
 // DescriptorReserve is what a daemon holds besides its sessions: the API

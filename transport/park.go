@@ -151,11 +151,6 @@ func (p *parking) closeAll() {
 	p.buckets, p.where, p.loose = nil, map[string]*parkPair{}, map[string]int{}
 }
 
-// count returns the number of descriptors held and how many are loose.
-func (p *parking) count() (held, loose int) {
-	return len(p.where) + len(p.loose), len(p.loose)
-}
-
 func newParkPair() (*parkPair, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
