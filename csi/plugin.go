@@ -640,8 +640,11 @@ func (p *Plugin) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	if !known || s.Labels[LabelTarget] != target {
 		// Not published here: clear a dead wsfs mount a lost plugin left.
 		if e, ok := mountEntry(target); ok && e.FSType == wsfsFSType {
-			var st unix.Stat_t
-			if err := unix.Stat(target, &st); err == unix.ENOTCONN {
+			// statfs(2) asks the server (stat(2) of a root may be
+			// answered from the attribute cache); fusefs.Statfs asks
+			// again past io_uring's ECONNABORTED.
+			var st unix.Statfs_t
+			if err := fusefs.Statfs(target, &st); err == unix.ENOTCONN {
 				if err := unbindTarget(target); err != nil {
 					return nil, status.Errorf(codes.Internal, "volume %q: %v", vid, err)
 				}

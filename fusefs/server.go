@@ -375,6 +375,21 @@ func RaiseDescriptorLimit() uint64 {
 	return lim.Cur
 }
 
+// Statfs is statfs(2) of path, asked once more when the answer is
+// ECONNABORTED: over FUSE over io_uring, the requests a dead server's
+// ring still held or queued are ended with ECONNABORTED when the kernel
+// tears the ring down (fs/fuse/dev_uring.c), and it marks the connection
+// dead before it ends any, so the next request gets ENOTCONN as on
+// /dev/fuse. A caller telling a dead mount (ENOTCONN) from a live one
+// uses it instead of unix.Statfs. The error is a unix.Errno, or nil.
+func Statfs(path string, st *unix.Statfs_t) error {
+	err := unix.Statfs(path, st)
+	if err == unix.ECONNABORTED {
+		err = unix.Statfs(path, st)
+	}
+	return err
+}
+
 // CheckMount validates a root and a mountpoint as Mount does and returns their
 // canonical paths. It refuses a missing root or one that is not a directory, a
 // mountpoint that is relative, missing, not a directory, a dead FUSE mount
@@ -401,14 +416,7 @@ func CheckMount(root, mountpoint string, nonEmpty bool) (rootCanon, mpCanon stri
 		// statfs(2) reaches the server; lstat(2) of a dead mount's root
 		// may be answered from the attribute cache (default_permissions).
 		var sfs unix.Statfs_t
-		serr := unix.Statfs(mpCanon, &sfs)
-		if serr == unix.ECONNABORTED {
-			// Over io_uring, a request made while the kernel tears a
-			// dead server's ring down is ended with ECONNABORTED; the
-			// connection is already marked dead, so ask once more.
-			serr = unix.Statfs(mpCanon, &sfs)
-		}
-		if serr == unix.ENOTCONN {
+		if serr := Statfs(mpCanon, &sfs); serr == unix.ENOTCONN {
 			err = serr
 		}
 	}

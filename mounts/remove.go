@@ -115,9 +115,11 @@ func (m *Manager) clearDeadDefaultMount(id string) {
 		return
 	}
 	// statfs(2), not stat(2): with default_permissions the kernel answers
-	// stat of a dead mount's root from its attribute cache.
+	// stat of a dead mount's root from its attribute cache. fusefs.Statfs:
+	// over io_uring a dead server's ring, torn down, answers ECONNABORTED
+	// first.
 	var st unix.Statfs_t
-	if err := unix.Statfs(mp, &st); err != unix.ENOTCONN {
+	if err := fusefs.Statfs(mp, &st); err != unix.ENOTCONN {
 		m.log.Info("remove: default mountpoint holds a live mount; left alone", "session", id, "mountpoint", mp)
 		return
 	}

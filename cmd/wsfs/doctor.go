@@ -306,8 +306,21 @@ const probeTimeout = 2 * time.Second
 // probeMount statfs's mp in a child process (stat -f) and returns ENOTCONN for
 // a dead mount, ETIMEDOUT for one that does not answer, else 0. A hung FUSE
 // mount leaves a stat(2) in uninterruptible sleep: in a child, only the
-// child is stuck, and doctor still reports and exits.
+// child is stuck, and doctor still reports and exits. ECONNABORTED (over
+// io_uring, a request made while the kernel tears a dead server's ring
+// down) is asked once more, as fusefs.Statfs does.
 func probeMount(mp string) unix.Errno {
+	e := probeMountOnce(mp)
+	if e == unix.ECONNABORTED {
+		e = probeMountOnce(mp)
+	}
+	if e == unix.ECONNABORTED {
+		e = 0
+	}
+	return e
+}
+
+func probeMountOnce(mp string) unix.Errno {
 	var out bytes.Buffer
 	// stat -f (statfs(2)) always asks the server; stat(2) of a mount root
 	// may be answered from the kernel's attribute cache.
@@ -324,8 +337,12 @@ func probeMount(mp string) unix.Errno {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if err != nil && strings.Contains(strings.ToLower(out.String()), unix.ENOTCONN.Error()) {
+		msg := strings.ToLower(out.String())
+		switch {
+		case err != nil && strings.Contains(msg, unix.ENOTCONN.Error()):
 			return unix.ENOTCONN
+		case err != nil && strings.Contains(msg, unix.ECONNABORTED.Error()):
+			return unix.ECONNABORTED
 		}
 		return 0
 	case <-time.After(probeTimeout):
