@@ -81,6 +81,11 @@ type Config struct {
 	// NoWatch turns off the inotify watcher that turns host-side changes
 	// into kernel cache invalidations (see DefaultWatchedTimeout).
 	NoWatch bool
+	// NoPassthrough serves file data through the server even as root: no
+	// backing file is registered, so every read and write reaches it (as
+	// on a mount served by an ordinary user). For measurements (the cost
+	// of deciding every write: hack/revocation-cost.sh).
+	NoPassthrough bool
 	// EntryTimeout, AttrTimeout and NegativeTimeout are the kernel's cache
 	// timeouts (fuse(4) entry_timeout, attr_timeout, negative_timeout).
 	// 0 means the default: DefaultWatchedTimeout with the watcher;

@@ -115,7 +115,7 @@ func Mount(cfg Config) (*Server, error) {
 	return m.serve(rootFd, &st, serveOpts{
 		mountpoint: cfg.Mountpoint, fsName: root, allowOther: cfg.AllowOther, users: cfg.Users, debug: cfg.Debug,
 		noWatch: cfg.NoWatch, entry: cfg.EntryTimeout, attr: cfg.AttrTimeout, neg: cfg.NegativeTimeout,
-		kind: "mount", keep: cfg.Keep, adopt: cfg.Adopt, transport: cfg.Transport,
+		kind: "mount", keep: cfg.Keep, adopt: cfg.Adopt, transport: cfg.Transport, noPassthrough: cfg.NoPassthrough,
 	})
 }
 
@@ -125,6 +125,7 @@ type serveOpts struct {
 	allowOther, debug  bool
 	users              []uint32 // Config.Users: allow_other and usersGate
 	noWatch            bool
+	noPassthrough      bool // Config.NoPassthrough
 	entry, attr, neg   time.Duration
 	kind               string          // "mount" or "hostview", for the kept state
 	keep               transport.Store // keep the connection there (Config.Keep)
@@ -198,7 +199,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 			Options:      []string{"default_permissions"},
 		},
 	}
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 || o.noPassthrough {
 		// Registering a backing file needs CAP_SYS_ADMIN (fuse_backing_open):
 		// an unprivileged server serves file data itself.
 		opts.MountOptions.DisabledCapabilities |= fuse.CAP_PASSTHROUGH

@@ -251,7 +251,7 @@ func TestExecConfine(t *testing.T) {
 		{"in-mount", "ok"},
 		{filepath.Join(s.TmpDir, "tmpfile"), "ok"},
 	} {
-		cmd := exec.Command(wsfsBin, "exec", "--session", "cf", "--confine", "--", self, tc.path)
+		cmd := exec.Command(wsfsBin, "exec", "--session", "cf", "--confine", "--env", helperEnv, "--", self, tc.path)
 		cmd.Env = append(os.Environ(), "WSFS_SOCKET="+d.socket, helperEnv+"=write")
 		r := run(t, cmd)
 		if r.code != 0 || r.stdout != tc.want+"\n" {

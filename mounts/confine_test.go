@@ -50,7 +50,7 @@ func TestConfineIsolation(t *testing.T) {
 			args := []string{"exec", "--session", "iso"}
 			want := tc.freely
 			if confine {
-				args = append(args, "--confine")
+				args = append(args, "--confine", "--env", helperEnv)
 				want = tc.confined
 			}
 			cmd := exec.Command(wsfsBin, append(args, "--", self, tc.arg)...)

@@ -33,7 +33,7 @@ type mountFlags struct {
 	root, mountpoint, session, mode, symlinks, policyFile string
 	hostView, fuseTransport                               string
 	addRoots, protect                                     []string
-	allowOther, nonEmpty, debug, force                    bool
+	allowOther, nonEmpty, debug, force, noPassthrough     bool
 	entryTimeout, attrTimeout                             time.Duration
 }
 
@@ -92,6 +92,7 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users use the mount (allow_other,default_permissions)")
 	fl.BoolVar(&f.nonEmpty, "nonempty", false, "allow a non-empty mountpoint")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request to stderr")
+	fl.BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read and write in the server, even as root (no FUSE passthrough; for measurements)")
 	fl.BoolVar(&f.force, "force", false, "at shutdown, detach the mount lazily even when it is busy")
 	fl.DurationVar(&f.entryTimeout, "entry-timeout", 0, fmt.Sprintf("kernel entry cache timeout (0: %v while host changes are watched, else %v)", fusefs.DefaultWatchedTimeout, fusefs.DefaultTimeout))
 	addTransportFlag(fl, &f.fuseTransport)
@@ -369,18 +370,19 @@ func mountConfig(cmd *cobra.Command, f *mountFlags) (fusefs.Config, error) {
 		return fusefs.Config{}, err
 	}
 	return fusefs.Config{
-		Root:         canonRoot,
-		Mountpoint:   mountpoint,
-		Policy:       pol,
-		Symlinks:     symlinks,
-		HostView:     hostView,
-		AllowOther:   f.allowOther,
-		NonEmpty:     f.nonEmpty,
-		Debug:        f.debug,
-		Session:      f.session,
-		EntryTimeout: f.entryTimeout,
-		AttrTimeout:  f.attrTimeout,
-		Transport:    mode,
+		Root:          canonRoot,
+		Mountpoint:    mountpoint,
+		Policy:        pol,
+		Symlinks:      symlinks,
+		HostView:      hostView,
+		AllowOther:    f.allowOther,
+		NonEmpty:      f.nonEmpty,
+		Debug:         f.debug,
+		NoPassthrough: f.noPassthrough,
+		Session:       f.session,
+		EntryTimeout:  f.entryTimeout,
+		AttrTimeout:   f.attrTimeout,
+		Transport:     mode,
 	}, nil
 }
 
