@@ -44,6 +44,7 @@ func wantTree(dirs, files int) string {
 // and is read again completely: descriptors are closed and the objects
 // opened again by name or by file handle, with the same identity.
 func TestDescriptorCacheWalk(t *testing.T) {
+	needHandles(t)
 	defer fusefs.SetDescriptorCacheCap(64)()
 	const dirs, files = 20, 50
 	backing, mnt, _ := mountT(t, withPopulate(populateTree(dirs, files)), withoutHostView())
@@ -88,6 +89,7 @@ func TestDescriptorCacheWalk(t *testing.T) {
 // again, the directory while its files go, and then it is held as ext4
 // holds a removed cwd: empty.)
 func TestDescriptorCacheStale(t *testing.T) {
+	needHandles(t)
 	defer fusefs.SetDescriptorCacheCap(32)()
 	noWatch := func(s *mountSetup) { s.cfg.NoWatch = true }
 	backing, mnt, _ := mountT(t, withPopulate(populateTree(10, 20)), withoutHostView(), noWatch)
@@ -112,6 +114,7 @@ func TestDescriptorCacheStale(t *testing.T) {
 // another session's (fdcache.go, the share rule); a session beyond its
 // fixed share (open files) gets EMFILE itself, and the other one goes on.
 func TestDescriptorCacheShares(t *testing.T) {
+	needHandles(t)
 	defer fusefs.SetDescriptorCacheCap(64)()
 	_, mntA, _ := mountT(t, withPopulate(populateTree(1, 20)), withoutHostView())
 	sessA := t.Name()
@@ -201,5 +204,13 @@ func TestWatchShare(t *testing.T) {
 	}
 	if got := fusefs.SessionWatches(t.Name()); got != 4 {
 		t.Errorf("session holds %d watches, want 4", got)
+	}
+}
+
+// needHandles skips a test of the descriptor cache where nodes cannot be
+// opened again by handle (open_by_handle_at(2) needs CAP_DAC_READ_SEARCH).
+func needHandles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
 	}
 }
