@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -434,13 +433,4 @@ func modeBits(m uint32) os.FileMode {
 		out |= os.ModeSticky
 	}
 	return out
-}
-
-// errnoOf returns err's errno, or EIO.
-func errnoOf(err error) syscall.Errno {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	return syscall.EIO
 }
