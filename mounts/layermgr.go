@@ -60,6 +60,10 @@ func (m *Manager) reopenLayer(s *session, rec record) (*Layer, error) {
 	if s.layer != nil {
 		return s.layer, nil
 	}
+	if _, err := os.Stat(filepath.Join(rec.Layer, layerUpper)); err != nil {
+		// Never a fresh, empty layer in place of the session's changes.
+		return nil, fmt.Errorf("layer %q: its upper directory: %s", rec.Layer, identity.ErrnoText(err))
+	}
 	l, err := OpenLayer(rec.Layer, rec.Root)
 	if err != nil {
 		return nil, err
