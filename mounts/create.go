@@ -195,6 +195,11 @@ func (c *creation) compile(ctx context.Context) error {
 		if c.parentPol, prec, err = c.m.parentOf(c.id, c.spec.Parent); err != nil {
 			return err
 		}
+		if prec.Layer != "" {
+			// The child would see, and write, the project under the
+			// parent's layer.
+			return errorf(CodeInvalid, "session %q: parent %q runs on a layer: a sub-session of a layered session is not supported", c.id, c.spec.Parent)
+		}
 		c.parentLinks, c.parentAllow = prec.Symlinks, prec.AllowWrite
 		if c.spec.Users == nil {
 			c.spec.Users = prec.Users
