@@ -70,6 +70,20 @@ type Config struct {
 	// logged and counted as a denial (rule "users:not-listed"). Empty:
 	// AllowOther alone decides (owner-only without it).
 	Users []uint32
+	// Backing, when set, is the directory whose tree is served in Root's
+	// place (a layered session's merged overlay: mounts/layer.go): the
+	// root descriptor is opened there and every backing call goes below
+	// it, while Root stays the identity of the tree (what every policy
+	// decision, link rule, log line and kept state names). A descriptor's
+	// path under Backing is judged as the same path under Root. Absolute;
+	// it must be a directory the sessions cannot reach themselves.
+	Backing string
+	// BeforeWrite, when set, is called with the path (Root's) of every
+	// write the policy allows, before the write is made: a layered session
+	// records there what the project held before the layer changed it.
+	// Called on the request path: it must be quick and must not use the
+	// mount.
+	BeforeWrite func(path string)
 	// NonEmpty allows a non-empty mountpoint.
 	NonEmpty bool
 	// Debug logs every FUSE request (go-fuse's debug output) to stderr.

@@ -49,6 +49,11 @@ type mount struct {
 	// host is set on a host view (MountHostView): hidden places, session
 	// links, mount-type checks.
 	host *hostView
+	// backing is Config.Backing, canonical, when it differs from root:
+	// where() maps a descriptor's path below it to the same path below
+	// root. before is Config.BeforeWrite.
+	backing string
+	before  func(path string)
 	// ring is set when requests come over io_uring (mountRaw).
 	ring *transport.URing
 	// sh is the session's share of the descriptor cache, mfds the
@@ -163,7 +168,11 @@ func (m *mount) decide(op policy.Op, p string, obj policy.Object) policy.Decisio
 			return d
 		}
 	}
-	return m.policy().DecideAt(op, p, obj)
+	d := m.policy().DecideAt(op, p, obj)
+	if d.Allow && op.IsWrite() && m.before != nil {
+		m.before(p)
+	}
+	return d
 }
 
 // decidePair is decide for the two ends of a rename (link false) or a
@@ -176,10 +185,17 @@ func (m *mount) decidePair(link bool, src, dst string, so, do policy.Object) pol
 			}
 		}
 	}
+	var d policy.Decision
 	if link {
-		return m.policy().DecideLinkAt(src, dst, so, do)
+		d = m.policy().DecideLinkAt(src, dst, so, do)
+	} else {
+		d = m.policy().DecideRenameAt(src, dst, so, do)
 	}
-	return m.policy().DecideRenameAt(src, dst, so, do)
+	if d.Allow && m.before != nil {
+		m.before(src)
+		m.before(dst)
+	}
+	return d
 }
 
 // join appends a single name to a clean absolute directory path.
@@ -274,7 +290,16 @@ func (n *node) where() string {
 	if err != nil || !strings.HasPrefix(p, "/") {
 		return n.phys()
 	}
-	return strings.TrimSuffix(p, " (deleted)")
+	p = strings.TrimSuffix(p, " (deleted)")
+	if b := n.m.backing; b != "" {
+		if !identity.Within(p, b) {
+			// Not below the served tree (the overlay names its objects
+			// only below its own mountpoint): the tree's path.
+			return n.phys()
+		}
+		p = identity.Rebase(p, b, n.m.root)
+	}
+	return p
 }
 
 // phys returns the canonical physical path of the node: the root joined

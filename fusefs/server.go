@@ -70,9 +70,18 @@ func Mount(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	rootFd, err := identity.OpenCanonical(root)
+	served := root
+	if cfg.Backing != "" {
+		if !filepath.IsAbs(cfg.Backing) {
+			return nil, fmt.Errorf("backing %q: must be absolute", cfg.Backing)
+		}
+		if served, err = identity.Canonical(cfg.Backing); err != nil {
+			return nil, fmt.Errorf("backing %q: %s", cfg.Backing, describe(err))
+		}
+	}
+	rootFd, err := identity.OpenCanonical(served)
 	if err != nil {
-		return nil, fmt.Errorf("root %q: %w", cfg.Root, err)
+		return nil, fmt.Errorf("root %q: %w", served, err)
 	}
 	var st syscall.Stat_t
 	if err := fstat(rootFd, &st); err != nil {
@@ -110,6 +119,10 @@ func Mount(cfg Config) (*Server, error) {
 		dev:       st.Dev,
 		log:       logger,
 		session:   cfg.Session,
+		before:    cfg.BeforeWrite,
+	}
+	if served != root {
+		m.backing = served
 	}
 	m.pol.Store(cfg.Policy)
 	return m.serve(rootFd, &st, serveOpts{

@@ -17,6 +17,9 @@
 #   wsfs      hack/benchmount: fusefs.Mount with the default Config and
 #             policy.Compile(policy.Spec{Primary: root, Temp: []string{}}),
 #             on /dev/fuse (-fuse-transport dev).
+#   wsfs-layer  hack/benchmount -layer: the same on a copy-on-write layer
+#             (the kernel's overlayfs over the tree, mounts.OpenLayer), as a
+#             layered session serves it: writes land in the layer.
 #   wsfs-uring  the same over FUSE over io_uring (-fuse-transport io-uring);
 #             left out with a line when the fuse module's enable_uring
 #             parameter is off (this script never changes it: echo 1 >
@@ -251,10 +254,11 @@ mount_config() {
 	mkdir -p "$mp"
 	MOUNTS+=("$mp")
 	case $c in
-	wsfs | wsfs-uring)
-		local tr=dev
+	wsfs | wsfs-uring | wsfs-layer)
+		local tr=dev layer=()
 		[ "$c" = wsfs-uring ] && tr=io-uring
-		"$BIN/benchmount" -fuse-transport "$tr" -root "${BACK[$c]}" -mountpoint "$mp" ${dbg:+-debug} \
+		[ "$c" = wsfs-layer ] && layer=(-layer "$TMP/layer-$(basename "$mp")")
+		"$BIN/benchmount" -fuse-transport "$tr" -root "${BACK[$c]}" -mountpoint "$mp" ${dbg:+-debug} "${layer[@]}" \
 			>"$mp.out" 2>"$mp.out.err" &
 		p=$!
 		PIDS+=("$p")

@@ -16,7 +16,9 @@
 # that make block or character devices fail (EPERM by policy, README
 # "Policy"). PJDFSTEST_KEEP=1 keeps the work directory (prove's logs).
 # NATIVE=1 also runs the subset in a directory of the file system
-# holding the work directory, for reference. Exit code: 0 when every run
+# holding the work directory, for reference. LAYER=1 serves each mount on a
+# copy-on-write layer (wsfs mount --layer, README "Layers"): the same files
+# are expected to pass. Exit code: 0 when every run
 # completed (failures are reported, not fatal), 1 on a setup error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -102,7 +104,9 @@ for mode in "${modes[@]}"; do
 	root=$work/root-$mode
 	mnt=$work/mnt-$mode
 	mkdir -m 0755 "$root" "$mnt"
-	"$work/wsfs" mount --root "$root" --mountpoint "$mnt" --allow-other --mode "$mode" >"$work/server-$mode.log" 2>&1 &
+	layer=()
+	[ "${LAYER:-}" = 1 ] && layer=(--layer "$work/layer-$mode")
+	"$work/wsfs" mount --root "$root" --mountpoint "$mnt" --allow-other --mode "$mode" "${layer[@]}" >"$work/server-$mode.log" 2>&1 &
 	server=$!
 	for _ in $(seq 100); do
 		grep -q "^mounted" "$work/server-$mode.log" && break

@@ -104,6 +104,7 @@ type creation struct {
 	events     *eventLog
 	rootID     identity.FileID
 	srv        *fusefs.Server
+	layer      *Layer // Spec.Layer's, open
 }
 
 // run does the steps in order; on the first error it undoes what the steps
@@ -122,6 +123,7 @@ func (c *creation) run(ctx context.Context) (err error) {
 		c.reserveMountpoint,
 		c.checkMountpoint,
 		c.makeState,
+		c.makeLayer,
 		c.mount,
 		c.startDir,
 		c.publish,
@@ -194,6 +196,11 @@ func (c *creation) compile(ctx context.Context) error {
 		var prec record
 		if c.parentPol, prec, err = c.m.parentOf(c.id, c.spec.Parent); err != nil {
 			return err
+		}
+		if prec.Layer != "" {
+			// The child would see, and write, the project under the
+			// parent's layer.
+			return errorf(CodeInvalid, "session %q: parent %q runs on a layer: a sub-session of a layered session is not supported", c.id, c.spec.Parent)
 		}
 		c.parentLinks, c.parentAllow = prec.Symlinks, prec.AllowWrite
 		if c.spec.Users == nil {
@@ -415,6 +422,38 @@ func (c *creation) makeState(ctx context.Context) error {
 	return nil
 }
 
+// makeLayer makes and mounts the session's layer, <state>/layers/<id>,
+// when the spec asks for one (a sub-session may not: its parent's layer
+// would not be under it).
+func (c *creation) makeLayer(ctx context.Context) error {
+	if !c.spec.Layer {
+		return nil
+	}
+	if c.spec.Parent != "" {
+		return errorf(CodeInvalid, "session %q: layer with parent %q: a sub-session cannot run on a layer", c.id, c.spec.Parent)
+	}
+	dir := c.m.layerDirOf(c.id)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return errorf(CodeInternal, "session %q: layers directory: %v", c.id, identity.ErrnoText(err))
+	}
+	// A layer left by a create a crash interrupted is not this session's.
+	if err := removeLayerDir(dir); err != nil {
+		return errorf(CodeInternal, "session %q: %v", c.id, err)
+	}
+	l, err := OpenLayer(dir, c.root)
+	if err != nil {
+		os.RemoveAll(dir)
+		return errorf(CodeInvalid, "session %q: %v", c.id, err)
+	}
+	c.layer = l
+	c.undo = append(c.undo, func() {
+		if err := l.Remove(); err != nil {
+			c.m.log.Error("undo create: layer", "session", c.id, "err", err)
+		}
+	})
+	return nil
+}
+
 // mountHook, when set (tests only), is called by every Create between the
 // mount of its host view and the mount of its root, with the session id: a
 // test blocks there to show the daemon answering while a create is in the
@@ -449,11 +488,11 @@ func (c *creation) mount(ctx context.Context) error {
 	if mountHook != nil {
 		mountHook(id)
 	}
-	srv, err := fusefs.Mount(fusefs.Config{
+	srv, err := fusefs.Mount(layered(fusefs.Config{
 		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
 		Logger: m.labelled(c.spec.Labels), Session: id, HostView: m.hostViewOf(id), Users: c.spec.Users,
 		Keep: m.store, Transport: m.transport,
-	})
+	}, c.layer))
 	if err != nil {
 		return errorf(CodeInternal, "session %q: mount %s on %s: %v", id, root, key, err)
 	}
@@ -503,6 +542,9 @@ func (c *creation) publish(ctx context.Context) error {
 		TmpDir: c.tmpDir, AllowWrite: c.allowWrite, Users: slices.Clone(c.spec.Users), Created: time.Now().UTC().Truncate(time.Millisecond),
 		Labels: maps.Clone(c.spec.Labels),
 	}
+	if c.layer != nil {
+		rec.Layer = c.layer.Dir
+	}
 	if err := m.writeRecord(rec); err != nil {
 		return errorf(CodeInternal, "session %q: record: %v", id, err)
 	}
@@ -513,6 +555,7 @@ func (c *creation) publish(ctx context.Context) error {
 	s.mu.Lock()
 	s.rec, s.srv, s.pol, s.events, s.cwd, s.rootID = rec, c.srv, c.pol, c.events, c.startRel, c.rootID
 	s.hostView = m.hostViewOf(id)
+	s.layer = c.layer
 	s.mu.Unlock()
 	return nil
 }

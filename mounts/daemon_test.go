@@ -324,7 +324,8 @@ func (d *daemon) waitExit(t *testing.T) {
 	}
 }
 
-// fuseMountsUnder returns the FUSE mount points at or below dir.
+// fuseMountsUnder returns the FUSE and overlay (a layer's) mount points at
+// or below dir.
 func fuseMountsUnder(t testing.TB, dir string) []string {
 	t.Helper()
 	data, err := os.ReadFile("/proc/self/mountinfo")
@@ -344,7 +345,7 @@ func fuseMountsUnder(t testing.TB, dir string) []string {
 				break
 			}
 		}
-		if sep < 0 || !strings.HasPrefix(f[sep+1], "fuse") {
+		if sep < 0 || !strings.HasPrefix(f[sep+1], "fuse") && f[sep+1] != "overlay" {
 			continue
 		}
 		mp := strings.ReplaceAll(f[4], `\040`, " ")

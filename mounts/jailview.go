@@ -64,13 +64,13 @@ func (m *Manager) ensureJailView(s *session) {
 	if s.jailView == nil {
 		dir := m.jailViewOf(id)
 		if m.makeViewDir(id, dir) {
-			srv, err := fusefs.Mount(fusefs.Config{
+			srv, err := fusefs.Mount(layered(fusefs.Config{
 				Root: s.rec.Root, Mountpoint: dir, Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
 				Logger: m.labelled(s.rec.Labels), Session: id, Transport: m.transport, Users: s.rec.Users,
 				// With the watcher, as the session mount: long kernel cache
 				// timeouts made safe by invalidations; both mounts share the
 				// process's inotify instance and each directory's watch.
-			})
+			}, s.layer))
 			if err != nil {
 				os.Remove(dir)
 				m.log.Warn("jail view: mount", "session", id, "dir", dir, "err", err)

@@ -122,11 +122,18 @@ func (m *Manager) adoptSession(id string, s *session, rec record) (done bool, er
 	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, log, rec.Users, hc); err != nil {
 		return end(err)
 	}
-	srv, err := fusefs.Mount(fusefs.Config{
+	lay, err := m.reopenLayer(s, rec)
+	if err != nil {
+		m.unmountHostView(id)
+		mc.Close()
+		transport.Forget(m.store, mc.Meta.Mountpoint)
+		return false, err
+	}
+	srv, err := fusefs.Mount(layered(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
 		Symlinks: rec.Symlinks, Logger: log, Session: id, HostView: m.hostViewOf(id), Users: rec.Users,
 		Keep: m.store, Adopt: mc, Transport: m.transport,
-	})
+	}, lay))
 	if err != nil {
 		// The host view serves already: unmounting it ends its
 		// connection and its kept copy.

@@ -95,6 +95,9 @@ type session struct {
 	// jailView is the session's jail view (links as stored), mounted with
 	// its first jail; nil before that (jailview.go).
 	jailView *fusefs.Server
+	// layer is the session's copy-on-write layer (rec.Layer), open while
+	// the session is mounted; nil without one.
+	layer *Layer
 }
 
 // New opens the state directory (taking its lock) and the mount base,
@@ -237,6 +240,7 @@ func (s *session) snapshot() Session {
 		Created:    s.rec.Created,
 		State:      StateMounted,
 		Labels:     maps.Clone(s.rec.Labels),
+		Layer:      s.rec.Layer,
 	}
 	out.CwdPhysical = cwdPhysical(s.rec.Root, s.cwd)
 	if s.pol != nil {
@@ -420,6 +424,14 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 		m.unmountJailView(s)
 		m.unmountHostView(s.rec.ID)
+		if s.layer != nil {
+			// Unmounted with the session; its upper directory stays for
+			// the next start.
+			if err := s.layer.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("session %q: %w", s.rec.ID, err))
+			}
+			s.layer = nil
+		}
 		s.events.close()
 		s.gone = true
 		s.mu.Unlock()

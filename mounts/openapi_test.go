@@ -266,6 +266,21 @@ func TestOpenAPIAnswers(t *testing.T) {
 	c.do("PATCH", "/v1/sessions/s1/policy", `{"protected":[".env"]}`, 200, "", false)
 	c.do("PATCH", "/v1/sessions/s1/policy", `{"mode":"sideways"}`, 400, api.CodeInvalid, true)
 
+	// A layered session's verbs.
+	lroot := filepath.Join(dir, "layered")
+	mkTree(t, lroot, "a")
+	c.do("POST", "/v1/sessions", `{"id":"ly","root":"`+lroot+`","layer":true}`, 201, "", false)
+	if r := d.exec(t, "ly", nil, "bash", "-c", "echo x > a && echo n > n"); r.code != 0 {
+		t.Fatalf("layered write: %+v", r)
+	}
+	c.do("GET", "/v1/sessions/ly/diff?text=true", "", 200, "", false)
+	c.do("GET", "/v1/sessions/ly/diff?path=a&path=n", "", 200, "", false)
+	c.do("POST", "/v1/sessions/ly/commit", `{"paths":["a"]}`, 200, "", false)
+	c.do("POST", "/v1/sessions/ly/discard", `{}`, 200, "", false)
+	c.do("POST", "/v1/sessions/ly/discard", `{"force":true}`, 400, api.CodeInvalid, false)
+	c.do("GET", "/v1/sessions/s1/diff", "", 400, api.CodeInvalid, false)
+	c.do("DELETE", "/v1/sessions/ly", "", 204, "", false)
+
 	// Errors, one per code.
 	c.do("POST", "/v1/sessions", `{"id":"a/b","root":"`+root+`"}`, 400, api.CodeInvalid, false)
 	c.do("POST", "/v1/sessions", `{"id":"x","root":"`+root+`","bogus":1}`, 400, api.CodeInvalid, true)

@@ -231,11 +231,16 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 	if _, err := m.mountHostView(id, rec.Root, rec.Mountpoint, pol, m.labelled(rec.Labels), rec.Users, nil); err != nil {
 		return fail("%v", err)
 	}
-	srv, err := fusefs.Mount(fusefs.Config{
+	lay, err := m.reopenLayer(s, rec)
+	if err != nil {
+		m.unmountHostView(id)
+		return fail("%v", err)
+	}
+	srv, err := fusefs.Mount(layered(fusefs.Config{
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
 		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id, HostView: m.hostViewOf(id), Users: rec.Users,
 		Keep: m.store, Transport: m.transport,
-	})
+	}, lay))
 	if err != nil {
 		m.unmountHostView(id)
 		return fail("mount %s on %s: %v", rec.Root, rec.Mountpoint, err)

@@ -58,6 +58,16 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 	}
 	m.unmountJailView(s)
 	m.unmountHostView(id)
+	if s.rec.Layer != "" {
+		// What the session did not commit goes with it.
+		if s.layer != nil {
+			s.layer.Close()
+			s.layer = nil
+		}
+		if err := removeLayerDir(s.rec.Layer); err != nil {
+			m.log.Warn("remove: layer", "session", id, "err", err)
+		}
+	}
 	if s.rec.MadeMountpoint {
 		if err := os.Remove(s.rec.Mountpoint); err != nil && !errors.Is(err, os.ErrNotExist) {
 			m.log.Warn("remove: mountpoint", "session", id, "mountpoint", s.rec.Mountpoint, "err", err)

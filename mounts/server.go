@@ -75,6 +75,9 @@ func NewAPI(m *Manager, logger *slog.Logger) *API {
 	a.route("/v1/sessions/{id}/resolve", map[string]handler{http.MethodGet: a.resolve})
 	a.route("/v1/sessions/{id}/events", map[string]handler{http.MethodGet: a.events})
 	a.route("/v1/sessions/{id}/sync", map[string]handler{http.MethodPost: a.sync})
+	a.route("/v1/sessions/{id}/diff", map[string]handler{http.MethodGet: a.diff})
+	a.route("/v1/sessions/{id}/commit", map[string]handler{http.MethodPost: a.commit})
+	a.route("/v1/sessions/{id}/discard", map[string]handler{http.MethodPost: a.discard})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.finish(w, r, "other", time.Now(), errorf(CodeNotFound, "%s %s: no such API route", r.Method, r.URL.Path))
 	})
@@ -565,6 +568,65 @@ func (a *API) chdir(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, wd, nil
+}
+
+// diff answers GET /v1/sessions/{id}/diff[?path=P...][&text=true].
+func (a *API) diff(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	text := false
+	switch t := q.Get("text"); t {
+	case "", "false", "0":
+	case "true", "1":
+		text = true
+	default:
+		return 0, nil, errorf(CodeInvalid, "diff: query parameter text %q: must be true or false", t)
+	}
+	res, err := a.m.Diff(r.Context(), id, q["path"], text)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
+}
+
+// commit answers POST /v1/sessions/{id}/commit.
+func (a *API) commit(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req api.LayerRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	res, err := a.m.Commit(r.Context(), id, req.Paths, req.Force)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
+}
+
+// discard answers POST /v1/sessions/{id}/discard.
+func (a *API) discard(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req api.LayerRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Force {
+		return 0, nil, errorf(CodeInvalid, "discard: force: only commit takes it")
+	}
+	res, err := a.m.Discard(r.Context(), id, req.Paths)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
 }
 
 func (a *API) resolve(r *http.Request) (int, any, error) {

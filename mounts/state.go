@@ -54,6 +54,8 @@ type record struct {
 	Created time.Time `json:"created"`
 	// Labels are Spec.Labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Layer is the session's layer directory (Spec.Layer), "" without.
+	Layer string `json:"layer,omitempty"`
 }
 
 // pending is the intent file <state>/sessions/<id>.pending that Create writes

@@ -99,6 +99,11 @@ type Spec struct {
 	// every log line of the session's mount, denials included (the CSI
 	// plugin puts the pod's identity here). See ValidLabels for the rule.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Layer puts the session on a copy-on-write layer in the daemon's
+	// state, <state>/layers/<id> (layer.go): the mount serves the project
+	// with the session's changes on top, and the project changes only at
+	// Commit. The layer is removed with the session.
+	Layer bool `json:"layer,omitempty"`
 }
 
 // Session is a snapshot of one session, as Get, List and Create return it
@@ -141,6 +146,8 @@ type Session struct {
 	Error string `json:"error,omitempty"`
 	// Labels are the labels given at Create.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Layer is the session's layer directory, "" without a layer.
+	Layer string `json:"layer,omitempty"`
 }
 
 // The session states.

@@ -55,7 +55,7 @@ func policyPatch(p api.PolicyPatch) policy.Patch {
 func specOf(r api.CreateRequest) Spec {
 	return Spec{
 		ID: r.ID, Root: r.Root, Mountpoint: r.Mountpoint, Policy: PolicySpec(r.Policy),
-		Symlinks: fusefs.SymlinkMode(r.Symlinks), Parent: r.Parent, Cwd: r.Cwd, AllowWrite: r.AllowWrite, Users: r.Users, Labels: r.Labels,
+		Symlinks: fusefs.SymlinkMode(r.Symlinks), Parent: r.Parent, Cwd: r.Cwd, AllowWrite: r.AllowWrite, Users: r.Users, Labels: r.Labels, Layer: r.Layer,
 	}
 }
 
@@ -65,6 +65,6 @@ func apiSession(s Session) api.Session {
 		ID: s.ID, Origin: s.Origin, Root: s.Root, Mountpoint: s.Mountpoint,
 		Mode: string(s.Mode), Policy: APIPolicy(s.Policy), Symlinks: string(s.Symlinks),
 		Parent: s.Parent, Cwd: s.Cwd, CwdPhysical: s.CwdPhysical, TmpDir: s.TmpDir, AllowWrite: s.AllowWrite, Users: s.Users, Labels: s.Labels,
-		Created: s.Created, State: s.State, Error: s.Error,
+		Created: s.Created, State: s.State, Error: s.Error, Layer: s.Layer,
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/policy"
 )
 
@@ -31,7 +32,7 @@ func init() {
 // mountFlags are the flags of `wsfs mount`.
 type mountFlags struct {
 	root, mountpoint, session, mode, symlinks, policyFile string
-	hostView, fuseTransport                               string
+	hostView, fuseTransport, layer                        string
 	addRoots, protect                                     []string
 	allowOther, nonEmpty, debug, force, noPassthrough     bool
 	entryTimeout, attrTimeout                             time.Duration
@@ -91,6 +92,7 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.StringVar(&f.policyFile, "policy", "", "policy FILE (JSON or YAML) used as the base")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users use the mount (allow_other,default_permissions)")
 	fl.BoolVar(&f.nonEmpty, "nonempty", false, "allow a non-empty mountpoint")
+	fl.StringVar(&f.layer, "layer", "", "serve the root on a copy-on-write layer kept in DIR (made when missing; kept at the end): the root on disk does not change")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request to stderr")
 	fl.BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read and write in the server, even as root (no FUSE passthrough; for measurements)")
 	fl.BoolVar(&f.force, "force", false, "at shutdown, detach the mount lazily even when it is busy")
@@ -119,6 +121,14 @@ func runMount(ctx context.Context, cmd *cobra.Command, f *mountFlags) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	var layer *mounts.Layer
+	if f.layer != "" {
+		if layer, err = openMountLayer(cfg, f.layer); err != nil {
+			return err
+		}
+		defer layer.Close()
+		cfg = layer.Config(cfg)
+	}
 	hv, err := mountHostView(cfg, f.allowOther)
 	if err != nil {
 		return err
@@ -144,6 +154,28 @@ func runMount(ctx context.Context, cmd *cobra.Command, f *mountFlags) error {
 		fmt.Fprintf(out, "unmounted %s\n", srv.Mountpoint())
 	}
 	return nil
+}
+
+// openMountLayer opens (making it when missing) the layer directory dir of
+// --layer for the mount cfg describes: absolute, outside the root and the
+// mountpoint.
+func openMountLayer(cfg fusefs.Config, dir string) (*mounts.Layer, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, errUsage("--layer %q: must be an absolute path", dir)
+	}
+	root, err := identity.Canonical(cfg.Root)
+	if err != nil {
+		return nil, errUsage("--root %q: %s", cfg.Root, identity.ErrnoText(err))
+	}
+	mp := filepath.Clean(cfg.Mountpoint)
+	if identity.Within(filepath.Clean(dir), mp) || identity.Within(mp, filepath.Clean(dir)) {
+		return nil, errUsage("--layer %q: overlaps the mountpoint %s", dir, mp)
+	}
+	l, err := mounts.OpenLayer(filepath.Clean(dir), root)
+	if err != nil {
+		return nil, errUsage("--%v", err)
+	}
+	return l, nil
 }
 
 // hostViewMount is the host view wsfs mount serves next to the session.

@@ -371,3 +371,42 @@ func TestUnmountAfterKilledMount(t *testing.T) {
 	_, err := os.Lstat(mnt + "@host")
 	assert.True(t, os.IsNotExist(err), "MNT@host directory left: %v", err)
 }
+
+// TestMountLayer: wsfs mount --layer DIR serves the root on a copy-on-write
+// layer kept in DIR: writes land in DIR/upper, the root does not change,
+// the policy still decides (protected paths), and at the end the overlay
+// is unmounted and DIR kept.
+func TestMountLayer(t *testing.T) {
+	requireFUSE(t)
+	root, proj, mnt, policyFile := mountFixture(t)
+	layer := filepath.Join(root, "layer")
+	m := startMount(t, mnt, "--root", proj, "--mountpoint", mnt, "--policy", policyFile, "--layer", layer)
+	require.Equal(t, "mounted "+proj+" at "+mnt+" (host view "+mnt+"@host)\n", m.stdout.String(), m.stderr.String())
+	t.Cleanup(func() {
+		if e, ok, _ := fusefs.MountAt(filepath.Join(layer, "merged")); ok && e.FSType == "overlay" {
+			t.Errorf("the layer's overlay still mounted")
+			_ = fusefs.Unmount(filepath.Join(layer, "merged"), true)
+		}
+	})
+	require.NoError(t, os.WriteFile(mnt+"/src/main.go", []byte("changed\n"), 0o644))
+	require.NoError(t, os.WriteFile(mnt+"/src/new.txt", []byte("hi\n"), 0o644))
+	b, err := os.ReadFile(mnt + "/src/main.go")
+	require.NoError(t, err)
+	assert.Equal(t, "changed\n", string(b))
+	b, err = os.ReadFile(proj + "/src/main.go")
+	require.NoError(t, err)
+	assert.Equal(t, "", string(b), "the root changed under a layer")
+	_, err = os.Lstat(proj + "/src/new.txt")
+	assert.True(t, errors.Is(err, fs.ErrNotExist), "new file in the root: %v", err)
+	err = os.WriteFile(mnt+"/.git/hooks/pre-commit", []byte("x"), 0o755)
+	assert.True(t, errors.Is(err, syscall.EACCES), "write to .git/hooks on a layer: %v", err)
+	m.cancel()
+	assert.Equal(t, 0, m.wait(t), m.stderr.String())
+	b, err = os.ReadFile(filepath.Join(layer, "upper", "src", "new.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "hi\n", string(b))
+
+	_, stderr, code := cli(t, "mount", "--root", proj, "--mountpoint", mnt, "--layer", "rel")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "wsfs: --layer \"rel\": must be an absolute path\n", stderr)
+}

@@ -37,12 +37,13 @@ Exit codes: 0 ok, 2 bad input (codes invalid and too_large, bad flags), 1 any
 other failure (including an unreachable daemon).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve, events or sync)")
+			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve, events, sync, diff, commit or discard)")
 		},
 	}
 	cmd.PersistentFlags().String("socket", client.DefaultSocket(), "the daemon's Unix socket")
 	cmd.AddCommand(newSessionCreateCmd(), newSessionListCmd(), newSessionShowCmd(), newSessionRmCmd(),
-		newSessionPolicyCmd(), newSessionCwdCmd(), newSessionResolveCmd(), newSessionEventsCmd(), newSessionSyncCmd())
+		newSessionPolicyCmd(), newSessionCwdCmd(), newSessionResolveCmd(), newSessionEventsCmd(), newSessionSyncCmd(),
+		newSessionDiffCmd(), newSessionCommitCmd(), newSessionDiscardCmd())
 	return cmd
 }
 
@@ -133,6 +134,7 @@ func checkID(what, id string) error {
 func newSessionCreateCmd() *cobra.Command {
 	var root, mountpoint, mode, symlinks, parent, cwd, policyFile, usersFlag string
 	var addRoots, protect, allowWrite []string
+	var layer bool
 	cmd := &cobra.Command{
 		Use:   "create ID --root DIR [--mountpoint DIR] [--mode M] [--add-root PATH=ro|rw|none]... [--protect SUBPATH]... [--symlinks MODE] [--parent ID | --cwd DIR] [--policy FILE] [--allow-write DIR]... [--users UID[,UID...]]",
 		Short: "Create and mount a session",
@@ -214,7 +216,7 @@ the session object (see "session show").`,
 			p := mounts.APIPolicy(spec)
 			s, err := c.Create(cmd.Context(), api.CreateRequest{
 				ID: id, Root: rootAbs, Mountpoint: mp, Policy: &p,
-				Symlinks: string(sl), Parent: parent, Cwd: cwd, AllowWrite: aw, Users: users,
+				Symlinks: string(sl), Parent: parent, Cwd: cwd, AllowWrite: aw, Users: users, Layer: layer,
 			})
 			var ae *api.Error
 			if errors.As(err, &ae) && strings.Contains(ae.Message, ": allow_write ") {
@@ -244,6 +246,7 @@ the session object (see "session show").`,
 	fl.StringVar(&policyFile, "policy", "", "policy file (JSON or YAML) as a base")
 	fl.StringArrayVar(&allowWrite, "allow-write", nil, "a directory the session's jails (exec --confine) may write directly, e.g. a build cache (repeatable)")
 	fl.StringVar(&usersFlag, "users", "", "uids besides root that may use the session's mounts, comma-separated (allow_other; others get EACCES)")
+	fl.BoolVar(&layer, "layer", false, "run on a copy-on-write layer: the project changes only at `session commit` (see `session diff`, `session discard`)")
 	return cmd
 }
 
@@ -277,6 +280,7 @@ func printSession(cmd *cobra.Command, s api.Session) {
 	field("cwd_physical", s.CwdPhysical)
 	field("tmpdir", s.TmpDir)
 	field("allow_write", strings.Join(s.AllowWrite, " "))
+	field("layer", s.Layer)
 	if len(s.Users) > 0 {
 		field("users", strings.Trim(fmt.Sprint(s.Users), "[]"))
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/policy"
 	"github.com/wsfs/wsfs/transport"
 )
@@ -33,6 +34,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the server to this file until exit")
 	keep := flag.String("keep", "", "keep the connection in a holder listening at this socket (started in this process), as wsfs serve does, to measure what keeping state costs")
 	fuseTransport := flag.String("fuse-transport", "", "auto, io-uring or dev (fusefs.Config.Transport; default auto)")
+	layerDir := flag.String("layer", "", "serve the root on a copy-on-write layer kept in this directory (mounts.OpenLayer), as a layered session")
 	flag.Parse()
 	if *root == "" || *mountpoint == "" {
 		fmt.Fprintln(os.Stderr, "usage: benchmount -root DIR -mountpoint DIR [-stats FILE] [-debug]")
@@ -69,6 +71,15 @@ func main() {
 		Session:    "bench",
 		NoWatch:    *noWatch,
 		Transport:  transport.Mode(*fuseTransport),
+	}
+	if *layerDir != "" {
+		l, err := mounts.OpenLayer(*layerDir, *root)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchmount:", err)
+			os.Exit(1)
+		}
+		defer l.Close()
+		cfg = l.Config(cfg)
 	}
 	if *keep != "" {
 		listening := make(chan struct{})

@@ -122,6 +122,11 @@ type CreateRequest struct {
 	// characters without space, quote, backslash or '='; values at most
 	// 1024 bytes without control characters).
 	Labels map[string]string `json:"labels,omitempty"`
+	// Layer puts the session on a copy-on-write layer kept in the
+	// daemon's state: the session sees the project with its own changes
+	// on top, and the project on disk changes only at commit (POST
+	// /v1/sessions/{id}/commit). Removed with the session.
+	Layer bool `json:"layer,omitempty"`
 }
 
 // Session is one session, as create, list and show return it.
@@ -156,6 +161,71 @@ type Session struct {
 	// State is "mounted" or "failed" (Error says why).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+	// Layer is the session's layer directory (upper, work and merged
+	// directories and the baseline journal) when it runs on a layer; ""
+	// otherwise.
+	Layer string `json:"layer,omitempty"`
+}
+
+// Change is one path a layered session changed, as GET
+// /v1/sessions/{id}/diff lists it.
+type Change struct {
+	// Path is relative to the session's root.
+	Path string `json:"path"`
+	// Kind is "added", "deleted", "modified", "type_changed" or
+	// "renamed" (a directory the session renamed; From names where it
+	// was, whose own "deleted" entry is listed too).
+	Kind string `json:"kind"`
+	// Type is the object's type in the session ("file", "dir",
+	// "symlink", "fifo", "socket", "char", "block"); for "deleted" the
+	// project's.
+	Type string `json:"type"`
+	// From is a renamed directory's path in the project.
+	From string `json:"from,omitempty"`
+	// Fields says what a "modified" entry changed: "content", "target"
+	// (a symlink's text), "mode", "owner", "xattr".
+	Fields []string `json:"fields,omitempty"`
+	// Conflict, when set, says how the project changed at Path since the
+	// session's first change there: commit refuses the path unless forced.
+	Conflict string `json:"conflict,omitempty"`
+	// Diff is a unified diff (project, then session) of a text file's
+	// content, when asked for and both sides are text under 1 MiB.
+	Diff string `json:"diff,omitempty"`
+}
+
+// DiffResult is the body of GET /v1/sessions/{id}/diff: the session's
+// changes, sorted by path, parents before their children.
+type DiffResult struct {
+	Session string   `json:"session"`
+	Changes []Change `json:"changes"`
+}
+
+// LayerRequest is the body of POST /v1/sessions/{id}/commit and
+// /v1/sessions/{id}/discard.
+type LayerRequest struct {
+	// Paths limit the call to these paths and what lies below them
+	// (relative to the root, or absolute inside the root or the
+	// mountpoint); empty means every change.
+	Paths []string `json:"paths,omitempty"`
+	// Force commits paths the host changed since the session did
+	// (conflicts), overwriting the host's change. Commit only.
+	Force bool `json:"force,omitempty"`
+}
+
+// PathError is one path a commit or discard did not apply, and why.
+type PathError struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// LayerResult is the body a commit or discard answers: the paths applied,
+// in order, and those left in the layer (refused by the policy, in
+// conflict, or failed), each with its reason.
+type LayerResult struct {
+	Session   string      `json:"session"`
+	Applied   []string    `json:"applied"`
+	Refused   []PathError `json:"refused,omitempty"`
+	Conflicts []PathError `json:"conflicts,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions: every session, sorted by id.

@@ -222,6 +222,33 @@ func (c *Client) Resolve(ctx context.Context, id, path string) (api.Resolution, 
 	return r, c.do(ctx, http.MethodGet, sessionPath(id, "/resolve?path="+url.QueryEscape(path)), nil, &r)
 }
 
+// Diff lists what layered session id changed under paths, every change
+// when none (GET /v1/sessions/{id}/diff); with text, unified diffs of text
+// files.
+func (c *Client) Diff(ctx context.Context, id string, paths []string, text bool) (api.DiffResult, error) {
+	q := url.Values{"path": paths}
+	if text {
+		q.Set("text", "true")
+	}
+	var r api.DiffResult
+	return r, c.do(ctx, http.MethodGet, sessionPath(id, "/diff?"+q.Encode()), nil, &r)
+}
+
+// Commit applies what layered session id changed under paths to the
+// project (POST /v1/sessions/{id}/commit); force overwrites host changes.
+// Paths refused or in conflict are listed in the result, not an error.
+func (c *Client) Commit(ctx context.Context, id string, paths []string, force bool) (api.LayerResult, error) {
+	var r api.LayerResult
+	return r, c.do(ctx, http.MethodPost, sessionPath(id, "/commit"), api.LayerRequest{Paths: paths, Force: force}, &r)
+}
+
+// Discard undoes what layered session id changed under paths (POST
+// /v1/sessions/{id}/discard).
+func (c *Client) Discard(ctx context.Context, id string, paths []string) (api.LayerResult, error) {
+	var r api.LayerResult
+	return r, c.do(ctx, http.MethodPost, sessionPath(id, "/discard"), api.LayerRequest{Paths: paths}, &r)
+}
+
 // Events returns session id's working-directory events (GET
 // /v1/sessions/{id}/events), oldest first.
 func (c *Client) Events(ctx context.Context, id string) ([]api.Event, error) {

@@ -34,6 +34,10 @@ export type Resolution = Schemas["Resolution"];
 export type Decision = Schemas["Decision"];
 export type Health = Schemas["Health"];
 export type Synced = Schemas["Synced"];
+export type Change = Schemas["Change"];
+export type DiffResult = Schemas["DiffResult"];
+export type LayerRequest = Schemas["LayerRequest"];
+export type LayerResult = Schemas["LayerResult"];
 export type ErrorBody = Schemas["ErrorBody"];
 /** The daemon's error codes, plus `unreachable` (the socket did not answer). */
 export type Code = Schemas["Code"] | "unreachable";
@@ -243,6 +247,33 @@ export class Client {
    */
   sync(id: string): Promise<Answer<"syncSession", 200>> {
     return this.#call("POST", sessionPath(id, "/sync"), 200, {});
+  }
+
+  /**
+   * GET /v1/sessions/{id}/diff: what a layered session (created with
+   * `layer: true`) changed under `paths` (every change when empty), parents
+   * first; with `text`, unified diffs of text files.
+   */
+  diff(id: string, paths: string[] = [], text = false): Promise<Answer<"diffSession", 200>> {
+    const q = new URLSearchParams();
+    for (const p of paths) q.append("path", p);
+    if (text) q.set("text", "true");
+    const qs = q.toString();
+    return this.#call("GET", sessionPath(id, "/diff") + (qs ? "?" + qs : ""), 200);
+  }
+
+  /**
+   * POST /v1/sessions/{id}/commit: apply a layered session's changes under
+   * `paths` to the project, through its policy; conflicts are left in the
+   * layer unless `force`. Paths left are listed in the answer.
+   */
+  commit(id: string, paths: string[] = [], force = false): Promise<Answer<"commitSession", 200>> {
+    return this.#call("POST", sessionPath(id, "/commit"), 200, { paths, force });
+  }
+
+  /** POST /v1/sessions/{id}/discard: undo a layered session's changes under `paths` in its layer. */
+  discard(id: string, paths: string[] = []): Promise<Answer<"discardSession", 200>> {
+    return this.#call("POST", sessionPath(id, "/discard"), 200, { paths });
   }
 
   /** GET /v1/sessions/{id}/cwd: the working directory, validated. */

@@ -205,6 +205,88 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What a layered session changed, path by path.
+         * @description The changes of a session created with `layer`: its layer's upper
+         *     directory compared with the project, sorted by path with parents
+         *     first. A change whose path the host changed since the session's
+         *     first write there carries `conflict`. 400 `invalid` for a session
+         *     without a layer or a path outside the session.
+         */
+        get: operations["diffSession"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/commit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Apply a layered session's changes to the project.
+         * @description Applies the changes under `paths` (every change when empty) to the
+         *     project, parents first, each through the session's policy in force
+         *     now; each file is written beside its target and renamed over it. A
+         *     path the host changed since the session's first write there is a
+         *     conflict, left in the layer unless `force`. Paths refused, in
+         *     conflict or failed are listed in the answer (200), with what lies
+         *     below a refused directory.
+         */
+        post: operations["commitSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/discard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Undo a layered session's changes in its layer.
+         * @description Undoes the changes under `paths` (every change when empty) through
+         *     the layer: what the session added is removed, what it changed or
+         *     deleted is copied back from the project. The project is not
+         *     touched. `force` is refused.
+         */
+        post: operations["discardSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/cwd": {
         parameters: {
             query?: never;
@@ -368,6 +450,8 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
+            /** @description Run the session on a copy-on-write layer in the daemon's state: the project changes only at commit (commitSession); the layer is removed with the session. Not with parent. */
+            layer?: boolean;
         };
         Session: {
             id: string;
@@ -401,6 +485,48 @@ export interface components {
             state: "mounted" | "failed";
             /** @description Why a failed session is not mounted: it could not be mounted again, or its mount went away (unmounted from outside the daemon). */
             error?: string;
+            /** @description The session's layer directory (upper, work, merged, baseline journal) when it runs on a layer. */
+            layer?: string;
+        };
+        Change: {
+            /** @description Relative to the root. */
+            path: string;
+            /** @enum {string} */
+            kind: "added" | "deleted" | "modified" | "type_changed" | "renamed";
+            /**
+             * @description The type in the session; for deleted, the project's.
+             * @enum {string}
+             */
+            type: "file" | "dir" | "symlink" | "fifo" | "socket" | "char" | "block" | "unknown";
+            /** @description A renamed directory's path in the project (listed as deleted too). */
+            from?: string;
+            /** @description What a modified entry changed. */
+            fields?: ("content" | "target" | "mode" | "owner" | "xattr")[];
+            /** @description How the host changed the path since the session's first write there. */
+            conflict?: string;
+            /** @description A unified diff of a text file (text=true; both sides text under 1 MiB). */
+            diff?: string;
+        };
+        DiffResult: {
+            session: string;
+            changes: components["schemas"]["Change"][];
+        };
+        LayerRequest: {
+            /** @description Limit to these paths and what lies below them (relative to the root, or absolute inside the root or the mountpoint); empty is every change. */
+            paths?: string[];
+            /** @description Commit paths in conflict, overwriting the host's change (commit only). */
+            force?: boolean;
+        };
+        PathError: {
+            path: string;
+            reason: string;
+        };
+        LayerResult: {
+            session: string;
+            /** @description The paths applied, in order. */
+            applied: string[];
+            refused?: components["schemas"]["PathError"][];
+            conflicts?: components["schemas"]["PathError"][];
         };
         SessionList: {
             sessions: components["schemas"]["Session"][];
@@ -841,6 +967,106 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Synced"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    diffSession: {
+        parameters: {
+            query?: {
+                /** @description Limit to these paths and what lies below them (relative to the root, or absolute inside the root or the mountpoint); repeatable. */
+                path?: string[];
+                /** @description With true, a modified text file carries its unified diff. */
+                text?: "true" | "false" | "1" | "0";
+            };
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The changes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DiffResult"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    commitSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["LayerRequest"];
+            };
+        };
+        responses: {
+            /** @description What was applied and what was left in the layer. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LayerResult"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    discardSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["LayerRequest"];
+            };
+        };
+        responses: {
+            /** @description What was undone and what could not be. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LayerResult"];
                 };
             };
             400: components["responses"]["Invalid"];

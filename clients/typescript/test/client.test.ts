@@ -158,6 +158,27 @@ describe("wsfs client", { skip: skip || false }, () => {
     await c.remove("taken");
   });
 
+  it("diffs, commits and discards a layered session", async () => {
+    const lr = path.join(d.dir, "layered");
+    mkTree(lr, "a", "b");
+    const s = await c.create({ id: "lay", root: lr, layer: true });
+    assert.equal(s.layer, path.join(d.stateDir, "layers", "lay"));
+    writeFileSync(path.join(s.mountpoint, "a"), "changed\n");
+    writeFileSync(path.join(s.mountpoint, "n"), "new\n");
+    assert.equal(readFileSync(path.join(lr, "a"), "utf8"), "a");
+    const diff = await c.diff("lay", [], true);
+    assert.deepEqual(
+      diff.changes.map((x) => [x.kind, x.path, x.fields ?? []]),
+      [["modified", "a", ["content"]], ["added", "n", []]],
+    );
+    assert.match(diff.changes[0]?.diff ?? "", /\+changed/);
+    assert.deepEqual(await c.commit("lay", ["a"]), { session: "lay", applied: ["a"] });
+    assert.equal(readFileSync(path.join(lr, "a"), "utf8"), "changed\n");
+    assert.deepEqual(await c.discard("lay"), { session: "lay", applied: ["n"] });
+    assert.deepEqual((await c.diff("lay")).changes, []);
+    await c.remove("lay");
+  });
+
   it("runs the README's host example", () => {
     const example = readFileSync(path.join(repo, "clients", "typescript", "examples", "host.ts"), "utf8");
     const readme = readFileSync(path.join(repo, "README.md"), "utf8");

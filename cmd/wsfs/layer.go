@@ -1,0 +1,173 @@
+package main
+
+// `wsfs session diff`, `commit` and `discard`: the verbs of a session on a
+// copy-on-write layer (session create --layer).
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wsfs/wsfs/mounts/api"
+)
+
+// newSessionDiffCmd returns `wsfs session diff`.
+func newSessionDiffCmd() *cobra.Command {
+	var stat bool
+	cmd := &cobra.Command{
+		Use:   "diff ID [PATH...]",
+		Short: "Show what a layered session changed",
+		Long: `List what session ID (created with --layer) changed in its layer, compared
+with the project, under each PATH (relative to the root, or absolute inside the
+root or the mountpoint; every change when none), parents before their children
+(GET /v1/sessions/{id}/diff). One line per path: a letter (A added, D deleted,
+M modified, T type changed, R renamed directory), the path, its type, what a
+modification changed (content, target, mode, owner, xattr), "from OLD" for a
+renamed directory and "CONFLICT: ..." when the host changed the path since the
+session's first write there; then, unless --stat, the unified diff of each
+modified text file. --json prints the API's object (with the diffs).`,
+		Args: minArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session diff", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			res, err := c.Diff(cmd.Context(), args[0], args[1:], !stat)
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), res)
+				return nil
+			}
+			printChanges(cmd.OutOrStdout(), res.Changes, !stat)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&stat, "stat", false, "the list of paths only, no unified diffs")
+	return cmd
+}
+
+// kindLetter is the one-letter code of a change kind.
+var kindLetter = map[string]string{
+	"added": "A", "deleted": "D", "modified": "M", "type_changed": "T", "renamed": "R",
+}
+
+// printChanges prints one line per change, then with text the diffs.
+func printChanges(w io.Writer, cs []api.Change, text bool) {
+	for _, c := range cs {
+		line := kindLetter[c.Kind] + " " + c.Path + " (" + c.Type
+		if len(c.Fields) > 0 {
+			line += ": " + strings.Join(c.Fields, ",")
+		}
+		line += ")"
+		if c.From != "" {
+			line += " from " + c.From
+		}
+		if c.Conflict != "" {
+			line += " CONFLICT: " + c.Conflict
+		}
+		fmt.Fprintln(w, line)
+	}
+	if !text {
+		return
+	}
+	for _, c := range cs {
+		if c.Diff != "" {
+			io.WriteString(w, c.Diff)
+		}
+	}
+}
+
+// printLayerResult prints a commit's or discard's result: one line per
+// path applied ("verb PATH"), one per path left ("left PATH: reason").
+func printLayerResult(w io.Writer, verb string, r api.LayerResult) {
+	for _, p := range r.Applied {
+		fmt.Fprintf(w, "%s %s\n", verb, p)
+	}
+	for _, p := range r.Conflicts {
+		fmt.Fprintf(w, "conflict %s: %s\n", p.Path, p.Reason)
+	}
+	for _, p := range r.Refused {
+		fmt.Fprintf(w, "refused %s: %s\n", p.Path, p.Reason)
+	}
+}
+
+// newSessionCommitCmd returns `wsfs session commit`.
+func newSessionCommitCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "commit ID [PATH...]",
+		Short: "Apply a layered session's changes to the project",
+		Long: `Apply what session ID (created with --layer) changed under each PATH (every
+change when none) to the project (POST /v1/sessions/{id}/commit): parents
+first, each path through the session's policy in force now, each file written
+beside its target and renamed over it. A path the host changed since the
+session's first write there is a conflict: left in the layer unless --force,
+which overwrites the host's change. Prints "committed PATH" per path applied,
+"conflict PATH: why" and "refused PATH: why" per path left in the layer (what
+lies below a directory left is left too). Exit code 1 when a path was left,
+0 otherwise.`,
+		Args: minArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session commit", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			res, err := c.Commit(cmd.Context(), args[0], args[1:], force)
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), res)
+			} else {
+				printLayerResult(cmd.OutOrStdout(), "committed", res)
+			}
+			if len(res.Refused)+len(res.Conflicts) > 0 {
+				return &reportedError{code: exitFailure}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "commit paths in conflict too, overwriting the host's change")
+	return cmd
+}
+
+// newSessionDiscardCmd returns `wsfs session discard`.
+func newSessionDiscardCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "discard ID [PATH...]",
+		Short: "Undo a layered session's changes in its layer",
+		Long: `Undo what session ID (created with --layer) changed under each PATH (every
+change when none), in its layer (POST /v1/sessions/{id}/discard): what it
+added is removed, what it changed or deleted is copied back from the project.
+The project is not touched. Prints "discarded PATH" per path undone and
+"refused PATH: why" per path that could not be; exit code 1 when one could
+not.`,
+		Args: minArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session discard", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			res, err := c.Discard(cmd.Context(), args[0], args[1:])
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), res)
+			} else {
+				printLayerResult(cmd.OutOrStdout(), "discarded", res)
+			}
+			if len(res.Refused) > 0 {
+				return &reportedError{code: exitFailure}
+			}
+			return nil
+		},
+	}
+}

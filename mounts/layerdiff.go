@@ -1,0 +1,922 @@
+package mounts
+
+// Diff, commit and discard of a layer (layer.go).
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/mounts/api"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// The change kinds (api.Change.Kind).
+const (
+	ChangeAdded       = "added"
+	ChangeDeleted     = "deleted"
+	ChangeModified    = "modified"
+	ChangeTypeChanged = "type_changed"
+	ChangeRenamed     = "renamed"
+)
+
+// typeName names a file type as api.Change.Type does.
+func typeName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "file"
+	case unix.S_IFDIR:
+		return "dir"
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFIFO:
+		return "fifo"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "char"
+	case unix.S_IFBLK:
+		return "block"
+	}
+	return "unknown"
+}
+
+// join joins a relative directory ("" is the top) and a name.
+func relJoin(dir, name string) string {
+	if dir == "" || dir == "." {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// Diff lists what the session changed in the project (walking the upper
+// directory against the project), sorted by path with parents first. With
+// text, a modified text file gets its unified diff. Each change whose path
+// the project changed at since the session's first write there carries
+// Conflict.
+func (l *Layer) Diff(text bool) ([]api.Change, error) {
+	d := &differ{l: l, text: text}
+	// The root's own attributes (chmod -R, say, reaches it too).
+	ust, uerr := lstatBeneath(l.Upper(), ".")
+	lst, lerr := lstatBeneath(l.Lower, ".")
+	if uerr != nil || lerr != nil {
+		return nil, fmt.Errorf("layer %q: diff: the root: %s", l.Dir, identity.ErrnoText(errors.Join(uerr, lerr)))
+	}
+	if fields, _, _ := d.compare(".", ".", ust, lst); len(fields) > 0 {
+		d.out = append(d.out, api.Change{Path: ".", Kind: ChangeModified, Type: "dir", Fields: fields})
+	}
+	if err := d.walk("", "", true, false); err != nil {
+		return nil, fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
+	}
+	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
+	if err != nil {
+		return nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
+	}
+	for i := range d.out {
+		if ok, why := l.conflict(base, d.out[i].Path); ok {
+			d.out[i].Conflict = why
+		}
+	}
+	sortChanges(d.out)
+	return d.out, nil
+}
+
+// sortChanges sorts by path, component by component (a directory before
+// everything below it).
+func sortChanges(cs []api.Change) {
+	key := func(p string) string {
+		if p == "." {
+			return "" // the root first
+		}
+		return "\x01" + strings.ReplaceAll(p, "/", "\x00")
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return key(cs[i].Path) < key(cs[j].Path) })
+}
+
+// differ is one Diff walk.
+type differ struct {
+	l    *Layer
+	text bool
+	out  []api.Change
+}
+
+// walk compares the upper directory urel with the project's directory lrel
+// (the same path, or a renamed directory's origin). lowerDir says the
+// project has a directory there; opaque that the upper one hides it (the
+// session removed and made it again): the project's names missing from it
+// are deleted.
+func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
+	ufd, err := openBeneath(d.l.Upper(), urel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(ufd), urel)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		up, lp := relJoin(urel, name), relJoin(lrel, name)
+		var ust unix.Stat_t
+		if err := unix.Fstatat(ufd, name, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		var lst *unix.Stat_t
+		if lowerDir && !opaque {
+			lst, _ = lstatBeneath(d.l.Lower, lp)
+		} else if lowerDir && opaque {
+			// The project's object at the same path, compared so that a
+			// tree removed and made again equal is no change.
+			lst, _ = lstatBeneath(d.l.Lower, lp)
+		}
+		if isWhiteout(&ust) {
+			if lst != nil {
+				d.out = append(d.out, api.Change{Path: up, Kind: ChangeDeleted, Type: typeName(lst.Mode)})
+			}
+			continue
+		}
+		if ust.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if err := d.dir(ufd, name, up, lp, lst); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case lst == nil:
+			d.out = append(d.out, api.Change{Path: up, Kind: ChangeAdded, Type: typeName(ust.Mode)})
+		case lst.Mode&unix.S_IFMT != ust.Mode&unix.S_IFMT:
+			d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: typeName(ust.Mode)})
+		default:
+			fields, diff, err := d.compare(up, lp, &ust, lst)
+			if err != nil {
+				return err
+			}
+			if len(fields) > 0 {
+				d.out = append(d.out, api.Change{Path: up, Kind: ChangeModified, Type: typeName(ust.Mode), Fields: fields, Diff: diff})
+			}
+		}
+	}
+	if opaque && lowerDir {
+		// The project's names the session's new directory lacks.
+		lfd, err := openBeneath(d.l.Lower, lrel, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err == nil {
+			lf := os.NewFile(uintptr(lfd), lrel)
+			lnames, _ := lf.Readdirnames(-1)
+			lf.Close()
+			for _, name := range lnames {
+				if slices.Contains(names, name) {
+					continue
+				}
+				if st, err := lstatBeneath(d.l.Lower, relJoin(lrel, name)); err == nil {
+					d.out = append(d.out, api.Change{Path: relJoin(urel, name), Kind: ChangeDeleted, Type: typeName(st.Mode)})
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// dir handles an upper directory name (up) in the open upper directory
+// ufd: added, a type change, renamed (overlayfs's redirect), made again
+// (opaque), or changed below and perhaps in its own attributes.
+func (d *differ) dir(ufd int, name, up, lp string, lst *unix.Stat_t) error {
+	cfd, err := unix.Openat(ufd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	redirect := overlayAttr(cfd, "redirect")
+	opaque := overlayAttr(cfd, "opaque") == "y"
+	unix.Close(cfd)
+	lowerIsDir := lst != nil && lst.Mode&unix.S_IFMT == unix.S_IFDIR
+	if redirect != "" && !opaque {
+		from := strings.TrimPrefix(redirect, "/")
+		if !strings.HasPrefix(redirect, "/") {
+			from = relJoin(filepath.Dir(lp), redirect)
+			if filepath.Dir(lp) == "." {
+				from = redirect
+			}
+		}
+		if fst, err := lstatBeneath(d.l.Lower, from); err == nil && fst.Mode&unix.S_IFMT == unix.S_IFDIR {
+			switch {
+			case lst == nil:
+				d.out = append(d.out, api.Change{Path: up, Kind: ChangeRenamed, Type: "dir", From: from})
+			case !lowerIsDir:
+				d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: "dir", From: from})
+			}
+			return d.walk(up, from, true, false)
+		}
+	}
+	switch {
+	case lst == nil:
+		d.out = append(d.out, api.Change{Path: up, Kind: ChangeAdded, Type: "dir"})
+		return d.walk(up, lp, false, false)
+	case !lowerIsDir:
+		d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: "dir"})
+		return d.walk(up, lp, false, false)
+	}
+	var ust unix.Stat_t
+	if err := unix.Fstatat(ufd, name, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	fields, _, err := d.compare(up, lp, &ust, lst)
+	if err != nil {
+		return err
+	}
+	if len(fields) > 0 {
+		d.out = append(d.out, api.Change{Path: up, Kind: ChangeModified, Type: "dir", Fields: fields})
+	}
+	return d.walk(up, lp, true, opaque)
+}
+
+// compare returns what differs between the upper object up and the
+// project's lp (same type): content or link text, mode, owner, xattrs;
+// and, for text content asked for, the unified diff.
+func (d *differ) compare(up, lp string, ust, lst *unix.Stat_t) ([]string, string, error) {
+	var fields []string
+	var diff string
+	switch ust.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		ub, uerr := readBeneath(d.l.Upper(), up)
+		lb, lerr := readBeneath(d.l.Lower, lp)
+		if uerr != nil {
+			return nil, "", uerr
+		}
+		if lerr != nil || !bytes.Equal(ub, lb) {
+			fields = append(fields, "content")
+			if d.text && lerr == nil {
+				diff = unifiedDiff(lp, up, lb, ub)
+			}
+		}
+	case unix.S_IFLNK:
+		ut, _ := readlinkBeneath(d.l.Upper(), up)
+		lt, _ := readlinkBeneath(d.l.Lower, lp)
+		if ut != lt {
+			fields = append(fields, "target")
+		}
+	}
+	if ust.Mode&0o7777 != lst.Mode&0o7777 && ust.Mode&unix.S_IFMT != unix.S_IFLNK {
+		fields = append(fields, "mode")
+	}
+	if ust.Uid != lst.Uid || ust.Gid != lst.Gid {
+		fields = append(fields, "owner")
+	}
+	if ust.Mode&unix.S_IFMT != unix.S_IFLNK {
+		ux, lx := xattrsAt(d.l.Upper(), up), xattrsAt(d.l.Lower, lp)
+		if !mapsEqual(ux, lx) {
+			fields = append(fields, "xattr")
+		}
+	}
+	return fields, diff, nil
+}
+
+// mapsEqual reports whether a and b hold the same pairs.
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// readBeneath reads the regular file rel below dir.
+func readBeneath(dir, rel string) ([]byte, error) {
+	fd, err := openBeneath(dir, rel, unix.O_RDONLY|unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// readlinkBeneath reads the symlink rel below dir.
+func readlinkBeneath(dir, rel string) (string, error) {
+	pfd, err := openBeneath(dir, filepath.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(pfd)
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(pfd, filepath.Base(rel), buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// xattrsAt returns the extended attributes of the non-symlink rel below
+// dir, less overlayfs's own (none when it cannot be opened).
+func xattrsAt(dir, rel string) map[string]string {
+	fd, err := openBeneath(dir, rel, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return map[string]string{}
+	}
+	defer unix.Close(fd)
+	return xattrsOf(fd)
+}
+
+// maxDiffText bounds the files Diff shows a unified diff of, and
+// maxDiffLines the lines of each side (the diff is quadratic).
+const (
+	maxDiffText  = 1 << 20
+	maxDiffLines = 4000
+)
+
+// unifiedDiff returns the unified diff (3 lines of context) from a (the
+// project's a/name) to b (the session's b/name), or "" when either is not
+// text (a NUL byte, or over maxDiffText or maxDiffLines).
+func unifiedDiff(aName, bName string, a, b []byte) string {
+	if len(a) > maxDiffText || len(b) > maxDiffText || bytes.IndexByte(a, 0) >= 0 || bytes.IndexByte(b, 0) >= 0 {
+		return ""
+	}
+	al, bl := splitLines(a), splitLines(b)
+	if len(al) > maxDiffLines || len(bl) > maxDiffLines {
+		return ""
+	}
+	// Longest common subsequence, then the edit script.
+	n, m := len(al), len(bl)
+	lcs := make([][]int32, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int32, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if al[i] == bl[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type op struct {
+		kind byte // ' ', '-', '+'
+		text string
+		ai   int // line index in a (for ' ' and '-')
+		bi   int // in b (for ' ' and '+')
+	}
+	var ops []op
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && al[i] == bl[j]:
+			ops = append(ops, op{' ', al[i], i, j})
+			i++
+			j++
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
+			ops = append(ops, op{'-', al[i], i, j})
+			i++
+		default:
+			ops = append(ops, op{'+', bl[j], i, j})
+			j++
+		}
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "--- a/%s\n+++ b/%s\n", aName, bName)
+	const ctx = 3
+	for k := 0; k < len(ops); {
+		if ops[k].kind == ' ' {
+			k++
+			continue
+		}
+		start := max(0, k-ctx)
+		end := k
+		for end < len(ops) {
+			if ops[end].kind != ' ' {
+				end++
+				continue
+			}
+			run := end
+			for run < len(ops) && ops[run].kind == ' ' {
+				run++
+			}
+			if run-end > 2*ctx || run == len(ops) {
+				end = min(len(ops), end+ctx)
+				break
+			}
+			end = run
+		}
+		aStart, bStart, aN, bN := ops[start].ai, ops[start].bi, 0, 0
+		for _, o := range ops[start:end] {
+			if o.kind != '+' {
+				aN++
+			}
+			if o.kind != '-' {
+				bN++
+			}
+		}
+		fmt.Fprintf(&out, "@@ -%s +%s @@\n", hunkRange(aStart, aN), hunkRange(bStart, bN))
+		for _, o := range ops[start:end] {
+			out.WriteByte(o.kind)
+			out.WriteString(o.text)
+			if !strings.HasSuffix(o.text, "\n") {
+				out.WriteString("\n\\ No newline at end of file\n")
+			}
+		}
+		k = end
+	}
+	return out.String()
+}
+
+// hunkRange formats a unified diff range (start is 0-based).
+func hunkRange(start, n int) string {
+	if n == 0 {
+		return fmt.Sprintf("%d,0", start)
+	}
+	if n == 1 {
+		return fmt.Sprintf("%d", start+1)
+	}
+	return fmt.Sprintf("%d,%d", start+1, n)
+}
+
+// splitLines splits b after each newline (the last line may lack one).
+func splitLines(b []byte) []string {
+	var out []string
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			out = append(out, string(b))
+			break
+		}
+		out = append(out, string(b[:i+1]))
+		b = b[i+1:]
+	}
+	return out
+}
+
+// within reports whether rel is one of paths or below one ("" or "."
+// among paths, or no paths: everything; the root's own change, ".", only
+// then).
+func within(rel string, paths []string) bool {
+	if len(paths) == 0 {
+		return true
+	}
+	for _, p := range paths {
+		if p == "." || p == "" || rel == p || strings.HasPrefix(rel, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// decider asks the session's policy whether op at the project's path p is
+// allowed now; nil error when it is.
+type decider func(op policy.Op, p string) error
+
+// opOf is the policy operation a commit of c makes at its path.
+func opOf(c api.Change) policy.Op {
+	switch c.Kind {
+	case ChangeDeleted:
+		if c.Type == "dir" {
+			return policy.OpRmdir
+		}
+		return policy.OpUnlink
+	case ChangeAdded, ChangeRenamed, ChangeTypeChanged:
+		switch c.Type {
+		case "dir":
+			return policy.OpMkdir
+		case "symlink":
+			return policy.OpSymlink
+		case "fifo", "socket":
+			return policy.OpMknod
+		case "char", "block":
+			return policy.OpMknodDevice
+		}
+		return policy.OpCreate
+	}
+	if slices.Contains(c.Fields, "content") || slices.Contains(c.Fields, "target") {
+		return policy.OpOpenWrite
+	}
+	if slices.Equal(c.Fields, []string{"xattr"}) {
+		return policy.OpSetxattr
+	}
+	return policy.OpSetattr
+}
+
+// Commit applies the changes under paths to the project: first every
+// change but deletions, parents first, then the deletions, deepest first
+// (so that a directory the session renamed is still there to be renamed);
+// each checked with decide (the session's policy now), a conflict (the
+// project changed there since the session's first write) refused unless
+// force, each file written beside its target and renamed over it, a
+// directory made before what lies in it. A directory the session renamed
+// is renamed in the project (both its paths must be in paths), so that
+// what the session left untouched in it stays the project's. A path not
+// applied stays in the layer; what lies below a refused directory is
+// refused with it. After a path is applied the project and the layer agree
+// there (the layer keeps its copy, which Diff no longer lists) and its
+// baseline is the project's new state.
+func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerResult, error) {
+	res := api.LayerResult{Applied: []string{}}
+	changes, err := l.Diff(false)
+	if err != nil {
+		return res, err
+	}
+	proj, err := os.OpenRoot(l.Lower)
+	if err != nil {
+		return res, fmt.Errorf("layer %q: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
+	}
+	defer proj.Close()
+	merged, err := os.OpenRoot(l.Merged())
+	if err != nil {
+		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, l.Merged(), identity.ErrnoText(err))
+	}
+	defer merged.Close()
+	renamedTo := map[string]string{} // a renamed directory's origin → its path
+	for _, c := range changes {
+		if c.Kind == ChangeRenamed {
+			renamedTo[c.From] = c.Path
+		}
+	}
+	moved := map[string]bool{} // origins renamed in the project
+	var skipped []string       // paths left: what lies below is left too
+	leave := func(list *[]api.PathError, p, why string) {
+		*list = append(*list, api.PathError{Path: p, Reason: why})
+		skipped = append(skipped, p)
+	}
+	check := func(c api.Change) bool {
+		if under := skippedBy(c.Path, skipped); under != "" {
+			leave(&res.Refused, c.Path, "below "+under+", which was not committed")
+			return false
+		}
+		if c.Conflict != "" && !force {
+			leave(&res.Conflicts, c.Path, c.Conflict)
+			return false
+		}
+		if err := decide(opOf(c), filepath.Join(l.Lower, c.Path)); err != nil {
+			leave(&res.Refused, c.Path, err.Error())
+			return false
+		}
+		return true
+	}
+	for _, c := range changes {
+		if c.Kind == ChangeDeleted || !within(c.Path, paths) || !check(c) {
+			continue
+		}
+		var err error
+		if c.Kind == ChangeRenamed {
+			err = l.commitRename(proj, c, paths, decide, force)
+			if err == nil {
+				moved[c.From] = true
+			}
+		} else {
+			err = l.apply(proj, merged, c)
+		}
+		if err != nil {
+			leave(&res.Refused, c.Path, identity.ErrnoText(err))
+			continue
+		}
+		l.reset(c.Path, false)
+		res.Applied = append(res.Applied, c.Path)
+	}
+	for i := len(changes) - 1; i >= 0; i-- {
+		c := changes[i]
+		if c.Kind != ChangeDeleted || !within(c.Path, paths) {
+			continue
+		}
+		if to, ok := renamedTo[c.Path]; ok && !moved[c.Path] {
+			res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: "renamed to " + to + " in the session, which was not committed"})
+			continue
+		}
+		if !moved[c.Path] {
+			if !check(c) {
+				continue
+			}
+			if err := proj.RemoveAll(c.Path); err != nil {
+				res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: identity.ErrnoText(err)})
+				continue
+			}
+		}
+		l.reset(c.Path, false)
+		res.Applied = append(res.Applied, c.Path)
+	}
+	return res, nil
+}
+
+// commitRename renames the project's directory c.From to c.Path (a
+// directory the session renamed), when its origin is committed too, is no
+// conflict (unless force), may be removed and the target does not exist in
+// the project; then the layer's directory loses its redirect (the project
+// has it at its own path now).
+func (l *Layer) commitRename(proj *os.Root, c api.Change, paths []string, decide decider, force bool) error {
+	if !within(c.From, paths) {
+		return fmt.Errorf("renamed from %s in the session: commit both paths", c.From)
+	}
+	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
+	if err != nil {
+		return err
+	}
+	if bad, why := l.conflict(base, c.From); bad && !force {
+		return fmt.Errorf("its origin %s: %s", c.From, why)
+	}
+	if err := decide(policy.OpRmdir, filepath.Join(l.Lower, c.From)); err != nil {
+		return fmt.Errorf("its origin %s: %v", c.From, err)
+	}
+	if _, err := proj.Lstat(c.Path); err == nil {
+		return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
+	}
+	if err := proj.Rename(c.From, c.Path); err != nil {
+		return err
+	}
+	fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Removexattr("/proc/self/fd/"+fmt.Sprint(fd), overlayXattr+"redirect"); err != nil && err != unix.ENODATA {
+		return err
+	}
+	l.reset(c.From, false)
+	return nil
+}
+
+// skippedBy returns the entry of skipped that p lies below, or "".
+func skippedBy(p string, skipped []string) string {
+	for _, s := range skipped {
+		if strings.HasPrefix(p, s+"/") {
+			return s
+		}
+	}
+	return ""
+}
+
+// apply makes the project (proj) hold at c.Path what the session sees
+// (merged).
+func (l *Layer) apply(proj, merged *os.Root, c api.Change) error {
+	switch c.Kind {
+	case ChangeDeleted:
+		return proj.RemoveAll(c.Path)
+	case ChangeModified:
+		if !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
+			return copyMeta(merged, proj, c.Path)
+		}
+		return put(merged, proj, c.Path, false)
+	case ChangeRenamed:
+		return put(merged, proj, c.Path, true)
+	}
+	return put(merged, proj, c.Path, false)
+}
+
+// Discard undoes the changes under paths in the layer, through the
+// overlay (changing an upper directory under a mounted overlay is
+// undefined): an added object is removed, a deleted or changed one is
+// copied back from the project. The layer then holds a copy equal to the
+// project there, which Diff no longer lists.
+func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
+	res := api.LayerResult{Applied: []string{}}
+	changes, err := l.Diff(false)
+	if err != nil {
+		return res, err
+	}
+	proj, err := os.OpenRoot(l.Lower)
+	if err != nil {
+		return res, fmt.Errorf("layer %q: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
+	}
+	defer proj.Close()
+	merged, err := os.OpenRoot(l.Merged())
+	if err != nil {
+		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, l.Merged(), identity.ErrnoText(err))
+	}
+	defer merged.Close()
+	// What lies below a directory that is removed or replaced whole (added,
+	// renamed, of another type) goes with it.
+	var whole []string
+	for _, c := range changes {
+		if within(c.Path, paths) && c.Type == "dir" && (c.Kind == ChangeAdded || c.Kind == ChangeRenamed || c.Kind == ChangeTypeChanged) {
+			whole = append(whole, c.Path)
+		}
+	}
+	// Deepest first: what lies in a directory is undone before it is.
+	slices.Reverse(changes)
+	for _, c := range changes {
+		if !within(c.Path, paths) {
+			continue
+		}
+		if skippedBy(c.Path, whole) != "" {
+			l.reset(c.Path, true)
+			res.Applied = append(res.Applied, c.Path)
+			continue
+		}
+		var err error
+		switch {
+		case c.Kind == ChangeAdded || c.Kind == ChangeRenamed:
+			err = merged.RemoveAll(c.Path)
+		case c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target"):
+			err = copyMeta(proj, merged, c.Path)
+		default:
+			if err = merged.RemoveAll(c.Path); err == nil {
+				err = put(proj, merged, c.Path, true)
+			}
+		}
+		if err != nil {
+			res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: identity.ErrnoText(err)})
+			continue
+		}
+		l.reset(c.Path, true)
+		res.Applied = append(res.Applied, c.Path)
+	}
+	slices.Reverse(res.Applied)
+	return res, nil
+}
+
+// put makes dst hold at rel a copy of src's object there (type, content or
+// link text, mode, owner, xattrs, modification time): a file or link made
+// under a temporary name beside rel and renamed over it; a directory made
+// when missing (what was there of another type removed first), its
+// attributes set, and with tree its whole content copied too.
+func put(src, dst *os.Root, rel string, tree bool) error {
+	st, err := src.Lstat(rel)
+	if err != nil {
+		return err
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	old, oerr := dst.Lstat(rel)
+	if st.IsDir() {
+		if oerr == nil && !old.IsDir() {
+			if err := dst.Remove(rel); err != nil {
+				return err
+			}
+			oerr = fs.ErrNotExist
+		}
+		if oerr != nil {
+			if err := dst.Mkdir(rel, st.Mode().Perm()); err != nil {
+				return err
+			}
+		}
+		if err := copyMeta(src, dst, rel); err != nil {
+			return err
+		}
+		if !tree {
+			return nil
+		}
+		d, err := src.Open(rel)
+		if err != nil {
+			return err
+		}
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if err := put(src, dst, relJoin(rel, n), true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tmp := filepath.Join(filepath.Dir(rel), ".wsfs-commit-"+randName())
+	switch st.Mode().Type() {
+	case 0:
+		in, err := src.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, in)
+		if err == nil {
+			err = out.Sync()
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			dst.Remove(tmp)
+			return err
+		}
+	case fs.ModeSymlink:
+		text, err := src.Readlink(rel)
+		if err != nil {
+			return err
+		}
+		if err := dst.Symlink(text, tmp); err != nil {
+			return err
+		}
+	default:
+		pd, err := dst.Open(filepath.Dir(rel))
+		if err != nil {
+			return err
+		}
+		err = unix.Mknodat(int(pd.Fd()), filepath.Base(tmp), sys.Mode&(unix.S_IFMT|0o7777), int(sys.Rdev))
+		pd.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := copyMeta(src, dst, rel, tmp); err != nil {
+		dst.Remove(tmp)
+		return err
+	}
+	if oerr == nil && old.IsDir() {
+		if err := dst.RemoveAll(rel); err != nil {
+			dst.Remove(tmp)
+			return err
+		}
+	}
+	if err := dst.Rename(tmp, rel); err != nil {
+		dst.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// copyMeta gives dst's object at to (rel when not given) the owner, mode,
+// extended attributes and modification time of src's object at rel.
+func copyMeta(src, dst *os.Root, rel string, to ...string) error {
+	target := rel
+	if len(to) > 0 {
+		target = to[0]
+	}
+	st, err := src.Lstat(rel)
+	if err != nil {
+		return err
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if err := dst.Lchown(target, int(sys.Uid), int(sys.Gid)); err != nil {
+		return err
+	}
+	if st.Mode().Type() == fs.ModeSymlink {
+		return nil
+	}
+	// Chmod after chown: chown(2) clears the set-id bits.
+	pd, err := dst.Open(filepath.Dir(target))
+	if err != nil {
+		return err
+	}
+	defer pd.Close()
+	if err := unix.Fchmodat(int(pd.Fd()), filepath.Base(target), sys.Mode&0o7777, 0); err != nil {
+		return err
+	}
+	sf, err := openIn(src, rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sf)
+	df, err := openIn(dst, target)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(df)
+	want, have := xattrsOf(sf), xattrsOf(df)
+	dp := "/proc/self/fd/" + fmt.Sprint(df)
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			if err := unix.Removexattr(dp, k); err != nil {
+				return fmt.Errorf("removexattr %s: %w", k, err)
+			}
+		}
+	}
+	for k, v := range want {
+		if have[k] != v {
+			if err := unix.Setxattr(dp, k, []byte(v), 0); err != nil {
+				return fmt.Errorf("setxattr %s: %w", k, err)
+			}
+		}
+	}
+	return dst.Chtimes(target, time.Time{}, st.ModTime())
+}
+
+// openIn opens rel in r as an O_PATH descriptor (not following a last
+// symlink).
+func openIn(r *os.Root, rel string) (int, error) {
+	pd, err := r.Open(filepath.Dir(rel))
+	if err != nil {
+		return -1, err
+	}
+	defer pd.Close()
+	return unix.Openat(int(pd.Fd()), filepath.Base(rel), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// randName returns 12 random hex digits.
+func randName() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// errLayerless is the error of a layer verb on a session without a layer.
+var errLayerless = errors.New("the session has no layer (create it with --layer)")

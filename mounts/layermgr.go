@@ -1,0 +1,204 @@
+package mounts
+
+// The Manager's side of layers (layer.go): where a session's layer lives,
+// and the diff, commit and discard verbs.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/mounts/api"
+	"github.com/wsfs/wsfs/policy"
+)
+
+// layerDirOf returns session id's layer directory: <state>/layers/<id>,
+// inside the state directory that every session is refused and hidden.
+func (m *Manager) layerDirOf(id string) string {
+	return filepath.Join(m.stateDir, layersDir, id)
+}
+
+// removeLayerDir unmounts an overlay left at dir/merged (lazily) and
+// deletes dir; a missing dir is no error.
+func removeLayerDir(dir string) error {
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return nil
+	}
+	l := &Layer{Dir: dir}
+	return l.Remove()
+}
+
+// Config returns cfg serving the layer's merged tree in the project's place
+// (what a session mount on the layer needs; see layered).
+func (l *Layer) Config(cfg fusefs.Config) fusefs.Config { return layered(cfg, l) }
+
+// layered returns cfg serving layer l's merged tree in the project's place
+// (cfg unchanged when l is nil): no watcher (host changes below an overlay
+// raise no events on it), so the kernel's caches keep the short timeouts,
+// and every allowed write first records the project's baseline.
+func layered(cfg fusefs.Config, l *Layer) fusefs.Config {
+	if l == nil {
+		return cfg
+	}
+	cfg.Backing = l.Merged()
+	cfg.BeforeWrite = l.Before
+	cfg.NoWatch = true
+	return cfg
+}
+
+// reopenLayer opens the recorded layer of a session being recovered (the
+// overlay mounted again unless it outlived the daemon) and sets s.layer;
+// nil, nil without one.
+func (m *Manager) reopenLayer(s *session, rec record) (*Layer, error) {
+	if rec.Layer == "" {
+		return nil, nil
+	}
+	if s.layer != nil {
+		return s.layer, nil
+	}
+	if _, err := os.Stat(filepath.Join(rec.Layer, layerUpper)); err != nil {
+		// Never a fresh, empty layer in place of the session's changes.
+		return nil, fmt.Errorf("layer %q: its upper directory: %s", rec.Layer, identity.ErrnoText(err))
+	}
+	l, err := OpenLayer(rec.Layer, rec.Root)
+	if err != nil {
+		return nil, err
+	}
+	s.layer = l
+	return l, nil
+}
+
+// layerOf returns session id's layer, locked (s.mu held: unlock it).
+func (m *Manager) layerOf(id, verb string) (*session, *Layer, error) {
+	s, err := m.locked(id, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.rec.Layer == "" {
+		s.mu.Unlock()
+		return nil, nil, errorf(CodeInvalid, "session %q: %s: %v", id, verb, errLayerless)
+	}
+	if s.layer == nil || s.srv == nil {
+		s.mu.Unlock()
+		return nil, nil, errorf(CodeInvalid, "session %q: %s: the session is not mounted", id, verb)
+	}
+	return s, s.layer, nil
+}
+
+// layerPaths returns paths (relative to the root, or absolute inside the
+// root or the mountpoint) relative to the root, cleaned; ErrInvalid names
+// a path outside the session.
+func layerPaths(id string, rec record, paths []string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		var rel string
+		switch {
+		case p == "":
+			return nil, errorf(CodeInvalid, "session %q: path %q: empty", id, p)
+		case !filepath.IsAbs(p):
+			rel = filepath.Clean(p)
+		case identity.Within(filepath.Clean(p), rec.Mountpoint):
+			rel, _ = filepath.Rel(rec.Mountpoint, filepath.Clean(p))
+		case identity.Within(filepath.Clean(p), rec.Root):
+			rel, _ = filepath.Rel(rec.Root, filepath.Clean(p))
+		default:
+			return nil, errorf(CodeInvalid, "session %q: path %q: outside the root %s and the mountpoint %s", id, p, rec.Root, rec.Mountpoint)
+		}
+		if rel == ".." || strings.HasPrefix(rel, "../") {
+			return nil, errorf(CodeInvalid, "session %q: path %q: leaves the root", id, p)
+		}
+		out = append(out, rel)
+	}
+	return out, nil
+}
+
+// Diff lists what layered session id changed under paths (every change
+// when none), parents first; with text, unified diffs of text files.
+//
+// Errors: ErrNotFound, ErrInvalid (no layer, not mounted, a path outside
+// the session), CodeInternal (the layer could not be read).
+func (m *Manager) Diff(ctx context.Context, id string, paths []string, text bool) (api.DiffResult, error) {
+	s, l, err := m.layerOf(id, "diff")
+	if err != nil {
+		return api.DiffResult{}, err
+	}
+	defer s.mu.Unlock()
+	rels, err := layerPaths(id, s.rec, paths)
+	if err != nil {
+		return api.DiffResult{}, err
+	}
+	all, err := l.Diff(text)
+	if err != nil {
+		return api.DiffResult{}, errorf(CodeInternal, "session %q: %v", id, err)
+	}
+	out := api.DiffResult{Session: id, Changes: []api.Change{}}
+	for _, c := range all {
+		if within(c.Path, rels) {
+			out.Changes = append(out.Changes, c)
+		}
+	}
+	return out, nil
+}
+
+// Commit applies what layered session id changed under paths to the
+// project (Layer.Commit): every path through the session's policy in
+// force now, conflicts refused unless force. The mount's kernel caches are
+// dropped afterwards. A path not applied stays in the layer and is listed
+// with its reason; that is no error.
+//
+// Errors: ErrNotFound, ErrInvalid (no layer, not mounted, a path outside
+// the session), CodeInternal.
+func (m *Manager) Commit(ctx context.Context, id string, paths []string, force bool) (api.LayerResult, error) {
+	s, l, err := m.layerOf(id, "commit")
+	if err != nil {
+		return api.LayerResult{}, err
+	}
+	defer s.mu.Unlock()
+	rels, err := layerPaths(id, s.rec, paths)
+	if err != nil {
+		return api.LayerResult{}, err
+	}
+	pol := s.pol
+	res, err := l.Commit(rels, force, func(op policy.Op, p string) error {
+		if d := pol.DecideAt(op, p, policy.Object{}); !d.Allow {
+			return fmt.Errorf("%s refused by the session's policy (%s, %s)", op, d.Rule, d.Errno)
+		}
+		return nil
+	})
+	if err != nil {
+		return res, errorf(CodeInternal, "session %q: %v", id, err)
+	}
+	res.Session = id
+	s.srv.SyncHostChanges()
+	m.log.Info("layer committed", "session", id, "applied", len(res.Applied), "refused", len(res.Refused), "conflicts", len(res.Conflicts), "force", force)
+	return res, nil
+}
+
+// Discard undoes what layered session id changed under paths
+// (Layer.Discard) and drops the mount's kernel caches.
+//
+// Errors: ErrNotFound, ErrInvalid (no layer, not mounted, a path outside
+// the session), CodeInternal.
+func (m *Manager) Discard(ctx context.Context, id string, paths []string) (api.LayerResult, error) {
+	s, l, err := m.layerOf(id, "discard")
+	if err != nil {
+		return api.LayerResult{}, err
+	}
+	defer s.mu.Unlock()
+	rels, err := layerPaths(id, s.rec, paths)
+	if err != nil {
+		return api.LayerResult{}, err
+	}
+	res, err := l.Discard(rels)
+	if err != nil {
+		return res, errorf(CodeInternal, "session %q: %v", id, err)
+	}
+	res.Session = id
+	s.srv.SyncHostChanges()
+	m.log.Info("layer discarded", "session", id, "applied", len(res.Applied), "refused", len(res.Refused))
+	return res, nil
+}
