@@ -137,7 +137,7 @@ func TestRevocationAtOpen(t *testing.T) {
 	// wait for one: the kernel asks the server before a passthrough write
 	// in some cases).
 	fmt.Fprintln(in, "w C")
-	d = startDaemon(t, dir)
+	startDaemon(t, dir) // stopped in its cleanup
 	if line, err := out.ReadString('\n'); line != "ok\n" {
 		t.Errorf("write sent while no daemon ran: answered %q (%v), want ok", line, err)
 	}
