@@ -21,6 +21,11 @@ func QueueOverflow() {
 // server there).
 func SetCarriedOut(f func(op, name string)) { carriedOut = f }
 
+// SetCountRecord sets the hook called in place of recording a change of a
+// node's lookup count in the state, with the call that records it
+// (keep_test.go delays a FORGET's past a LOOKUP of the same name).
+func SetCountRecord(f func(ino uint64, delta int64, record func())) { countRecord = f }
+
 func init() { checkPins = true }
 
 // SetDescriptorCacheCap sets the node descriptor cache's capacity (trimming

@@ -559,7 +559,6 @@ func (n *node) addLinkNode(ctx context.Context, p, text string, out *fuse.EntryO
 	ch, _ := n.m.newNode(-1, p, syscall.S_IFLNK)
 	ch.linkText = text
 	sa := fs.StableAttr{Mode: syscall.S_IFLNK, Ino: n.m.host.linkIno[p]}
-	n.m.keepNode(ch, sa, p)
 	in := n.NewInode(ctx, ch, sa)
 	n.m.host.linkAttr(ch, &out.Attr)
 	out.Attr.Ino = n.m.host.linkIno[p]

@@ -353,6 +353,9 @@ func childServe(root string) {
 				}
 			})
 		}
+		if late := os.Getenv(childForgetLateEnv); late != "" {
+			forgetLate(late)
+		}
 		conns, _, terr := transport.TakeConns(h)
 		if err = terr; err == nil {
 			cfg.Adopt = conns[cfg.Mountpoint]

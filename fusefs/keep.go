@@ -44,8 +44,8 @@ import (
 // keepState returns the mount's state, nil when it is not kept.
 func (m *mount) keepState() *transport.State { return m.state.Load() }
 
-// keepNode records that the kernel is being told of child (node n, inode sa)
-// at physical path p.
+// keepNode records that the kernel is being told of n (inode sa) at
+// physical path p: the file handle a successor finds it again by.
 func (m *mount) keepNode(n *node, sa fs.StableAttr, p string) {
 	st := m.keepState()
 	if st == nil {
@@ -64,12 +64,29 @@ func (m *mount) keepNode(n *node, sa fs.StableAttr, p string) {
 	st.AddNode(rec)
 }
 
-// keepForget records that the kernel forgot node ino.
-func (m *mount) keepForget(ino uint64) {
-	if st := m.keepState(); st != nil {
-		st.Forget(ino)
+// keepCount records a change of the kernel's lookup count of node ino
+// (go-fuse's fs.Options.OnLookupCount), so that a successor restores every
+// node with the kernel's count: a FORGET may drop a single lookup, and a
+// successor that did not know the count would drop the node while the
+// kernel still refers to it. Counts by node ID commute, so no order
+// between a forgotten node's records and those of a new node for the same
+// inode number matters.
+func (m *mount) keepCount(ino uint64, delta int64) {
+	st := m.keepState()
+	if st == nil {
+		return
 	}
+	if countRecord != nil {
+		countRecord(ino, delta, func() { st.Count(ino, delta) })
+		return
+	}
+	st.Count(ino, delta)
 }
+
+// countRecord, when set (tests only), is called in place of recording a
+// lookup count change, with the call that records it (keep_test.go delays
+// one).
+var countRecord func(ino uint64, delta int64, record func())
 
 // keepReply records open file handles and their releases from the replies
 // of the raw file system it wraps (the handle number is chosen by go-fuse's
@@ -308,6 +325,10 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 		out.Inos = append(out.Inos, a)
 	}
 	m.inoMu.Unlock()
+	// The kernel may hold references the predecessor did not record
+	// (a state without lookup counts), or more lookups than this server
+	// will answer (go-fuse's AdoptKernelRefs).
+	root.AdoptKernelRefs()
 	// open_by_handle_at(2) takes its mount from a descriptor that is not
 	// O_PATH (EBADF otherwise): the mount's own (mountFds, fdcache.go),
 	// which nodes restored here also reopen on.
@@ -360,11 +381,12 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 			ops, sa.Gen = &staleNode{}, staleGen
 			staleInos = append(staleInos, ino)
 			stale++
-		} else {
-			out.Nodes[ino] = rec
 		}
+		// Stale ones too: the kernel refers to them until it forgets
+		// them, also after the next takeover.
+		out.Nodes[ino] = rec
 		ch := root.NewInode(ctx, ops, sa)
-		got, err := root.RestoreChild("", ch)
+		got, err := root.RestoreChildCount("", ch, rec.Lookups)
 		if err != nil {
 			continue
 		}

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/wsfs/wsfs/fusefs"
 
 	"github.com/wsfs/wsfs/transport"
 )
@@ -337,5 +340,137 @@ func TestForgetRecordedAtForget(t *testing.T) {
 	// The mount works on, keep/x looked up afresh.
 	if got := shOK(t, "/", "cat "+shq(mnt+"/keep/x")); got != "x\n" {
 		t.Errorf("cat keep/x after the takeover: %q", got)
+	}
+}
+
+// childForgetLateEnv names "ctl:ino" for a child server (forgetLate).
+const childForgetLateEnv = "WSFS_TEST_CHILD_FORGET_LATE"
+
+// forgetLate makes the child server hold back the record of the first
+// FORGET of node ino: it writes "blocked" to fifo ctl/blocked, waits for a
+// line at ctl/release, records, and writes "recorded" to ctl/recorded.
+func forgetLate(spec string) {
+	ctl, inoText, _ := strings.Cut(spec, ":")
+	ino, _ := strconv.ParseUint(inoText, 10, 64)
+	var once bool
+	fusefs.SetCountRecord(func(i uint64, delta int64, record func()) {
+		if once || i != ino || delta >= 0 {
+			record()
+			return
+		}
+		once = true
+		os.WriteFile(filepath.Join(ctl, "blocked"), []byte("blocked\n"), 0)
+		os.ReadFile(filepath.Join(ctl, "release"))
+		record()
+		os.WriteFile(filepath.Join(ctl, "recorded"), []byte("recorded\n"), 0)
+	})
+}
+
+// readFifoT reads the fifo p whole; a writer that never comes fails the
+// test after limit (a missing FORGET or server, not a slow one).
+func readFifoT(t *testing.T, p string, limit time.Duration) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		b, _ := os.ReadFile(p)
+		got <- string(b)
+	}()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(limit):
+		// Unblock the reader so that it does not outlive the test.
+		if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+		t.Fatalf("nothing written to %s in %s", p, limit)
+		return ""
+	}
+}
+
+// TestLateForgetKeepsNewNode: go-fuse drops a forgotten node from its
+// table before the FORGET's handler returns, so a LOOKUP of the same name
+// meanwhile makes a new node for the same inode number, which the kernel
+// then holds; the FORGET may be recorded after the new node. The state
+// must still hold the new node: the successor of a kill -9 would not know
+// the directory a shell has as its cwd (every request on it ESTALE,
+// "unknown node"), and the kernel's lookup count for it would exceed the
+// successor's (go-fuse's "lookupCount underflow" panic, with the node's
+// lock held: every later lookup under it hangs). Found by a restart storm
+// (kill -9, restart, takeover while a loop writes); the forget was then
+// recorded at OnForget, after go-fuse had dropped the node.
+func TestLateForgetKeepsNewNode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2), drop_caches")
+	}
+	dir := canonT(t, t.TempDir())
+	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
+	for _, d := range []string{backing, mnt, ctl, filepath.Join(backing, "d")} {
+		mkdirT(t, d, 0o755)
+	}
+	for _, f := range []string{"blocked", "release", "recorded", "ready", "go"} {
+		if err := syscall.Mkfifo(filepath.Join(ctl, f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dst syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(backing, "d"), &dst); err != nil {
+		t.Fatal(err)
+	}
+	sock := holderT(t, filepath.Join(ctl, "holder.sock"), mnt)
+	first := keptServer(t, backing, mnt, sock, fmt.Sprintf("%s=%s:%d", childForgetLateEnv, ctl, dst.Ino))
+
+	if got := shOK(t, "/", "stat -c %F "+shq(mnt+"/d")); got != "directory\n" {
+		t.Fatalf("stat d: %q", got)
+	}
+	// The kernel evicts d: FORGET, whose record the server holds back.
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFifoT(t, filepath.Join(ctl, "blocked"), 30*time.Second); got != "blocked\n" {
+		t.Fatalf("blocked fifo: %q", got)
+	}
+	// A shell takes d as its cwd: a new LOOKUP, a new node, recorded.
+	sh := exec.Command("sh", "-c", `set -e
+cd "$MNT/d"
+echo held > "$CTL/ready"
+read line < "$CTL/go"
+echo x > new
+cat new
+pwd -P
+`)
+	sh.Env = append(os.Environ(), "MNT="+mnt, "CTL="+ctl)
+	var shOut strings.Builder
+	sh.Stdout, sh.Stderr = &shOut, &shOut
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	if got := readFifoT(t, filepath.Join(ctl, "ready"), 30*time.Second); got != "held\n" {
+		t.Fatalf("the shell's ready line: %q\n%s", got, shOut.String())
+	}
+	// Only now the old node's forget is recorded.
+	if err := os.WriteFile(filepath.Join(ctl, "release"), []byte("go\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFifoT(t, filepath.Join(ctl, "recorded"), 30*time.Second); got != "recorded\n" {
+		t.Fatalf("recorded fifo: %q", got)
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+	keptServer(t, backing, mnt, sock)
+	if err := os.WriteFile(filepath.Join(ctl, "go"), []byte("go\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Wait(); err != nil {
+		t.Fatalf("the shell with its cwd in d failed after the kill: %v\n%s", err, shOut.String())
+	}
+	if got, want := shOut.String(), "x\n"+mnt+"/d\n"; got != want {
+		t.Errorf("the shell's output after the kill: %q, want %q", got, want)
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "d/new")); err != nil || string(got) != "x\n" {
+		t.Errorf("d/new on disk: %q, %v; want %q", got, err, "x\n")
 	}
 }

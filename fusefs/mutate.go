@@ -353,7 +353,6 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 		n.m.sh.putFile()
 		return nil, nil, 0, errno
 	}
-	n.m.keepNode(tn, sa, p)
 	child := n.NewInode(ctx, tn, sa)
 	cn := child.Operations().(*node)
 	if errno := cn.pin(); errno != 0 {

@@ -117,10 +117,6 @@ type node struct {
 	unwatched bool
 
 	closeOnce sync.Once
-	// forgotten is set once OnForget recorded the kernel's forget in the
-	// state, cleared by OnKernelRef; keepMu orders the two records.
-	keepMu    sync.Mutex
-	forgotten bool
 
 	// ptOK caches passthroughOK: 0 not known yet, 1 yes, 2 no.
 	ptOK atomic.Int32
@@ -333,24 +329,16 @@ func (n *node) phys() string {
 // reviveWindow is how long a forgotten node keeps its descriptor.
 const reviveWindow = 2 * time.Second
 
-// OnForget records at once, for a successor, that the kernel dropped the
-// inode (so a crash in the next moments does not restore it), and releases
-// the node's descriptor and watch after reviveWindow, only if it is still
-// forgotten. go-fuse may hand a node that is being forgotten to a
-// concurrent LOOKUP (its identity table, or revalidate below, found it a
-// moment earlier): OnKernelRef then records the node again, and a revived
-// node never runs on a closed descriptor.
+// OnForget releases the node's descriptor and watch after reviveWindow,
+// only if it is still forgotten: go-fuse may hand a node that is being
+// forgotten to a concurrent LOOKUP (its identity table, or revalidate
+// below, found it a moment earlier), and a revived node never runs on a
+// closed descriptor. (A successor learns of the forget from the lookup
+// counts, keepCount.)
 func (n *node) OnForget() {
 	if n.IsRoot() {
 		return
 	}
-	n.keepMu.Lock()
-	//lint:ignore SA1019 OnForget says when the kernel dropped the inode; only Forgotten says whether a LOOKUP revived it since.
-	if n.Forgotten() && !n.forgotten {
-		n.forgotten = true
-		n.m.keepForget(n.StableAttr().Ino)
-	}
-	n.keepMu.Unlock()
 	time.AfterFunc(reviveWindow, func() {
 		//lint:ignore SA1019 OnForget says when the kernel dropped the inode; only Forgotten says whether a LOOKUP revived it since.
 		if n.Forgotten() {
@@ -359,15 +347,17 @@ func (n *node) OnForget() {
 	})
 }
 
-// OnKernelRef records the node again when the kernel takes back a node
-// whose forget OnForget recorded (go-fuse's NodeOnKernelRefer).
+// OnKernelRef records the node, for a successor, when the kernel takes a
+// reference to it that it did not hold (go-fuse's NodeOnKernelRefer: on
+// the node go-fuse registered, before the reply), also a node that a
+// LOOKUP takes back after a FORGET, or one that replaces another under a
+// recycled inode number. Recorded here, not where a lookup makes a node:
+// go-fuse may use another node of the same identity instead.
 func (n *node) OnKernelRef() {
-	n.keepMu.Lock()
-	defer n.keepMu.Unlock()
-	if n.forgotten {
-		n.forgotten = false
-		n.m.keepNode(n, n.StableAttr(), n.phys())
+	if n.m.keepState() == nil {
+		return
 	}
+	n.m.keepNode(n, n.StableAttr(), n.phys())
 }
 
 func (n *node) release() {
@@ -523,7 +513,6 @@ func (n *node) addChild(ctx context.Context, fd int, st *syscall.Stat_t, p strin
 	if errno != 0 {
 		return nil, errno
 	}
-	n.m.keepNode(ch, sa, p)
 	return n.NewInode(ctx, ch, sa), 0
 }
 

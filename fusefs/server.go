@@ -190,6 +190,9 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		// connection on gives every object the ID the kernel knows it
 		// by (keep.go).
 		ExternalNodeID: true,
+		// The kernel's lookup counts, recorded for a successor (a
+		// no-op when the connection is not kept).
+		OnLookupCount: m.keepCount,
 		// Modes pass through as they are: without this go-fuse shows a
 		// mode-0000 file as 0644.
 		NullPermissions: true,

@@ -90,6 +90,18 @@ func (m *Manager) endAllKept() {
 	}
 }
 
+// releaseAllKept closes this process's copies of the kept connections no
+// session took, leaving them in the store for the next daemon.
+func (m *Manager) releaseAllKept() {
+	m.mu.Lock()
+	left := m.kept
+	m.kept = nil
+	m.mu.Unlock()
+	for _, c := range left {
+		c.Close()
+	}
+}
+
 // adoptSession serves session id on its kept connections (mount and host
 // view), s.mu held. done reports that it is served; otherwise err says why
 // not (nil: nothing was kept) and both connections are ended, so that the

@@ -108,7 +108,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	m.endAllKept()
+	if ctx.Err() != nil {
+		// Stopped while starting (a takeover's SIGTERM): the connections
+		// no session took are the successor's to take, not to end.
+		m.releaseAllKept()
+	} else {
+		m.endAllKept()
+	}
 	if err := errors.Join(errs...); err != nil {
 		return errorf(CodeFailed, "recover: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}

@@ -82,6 +82,7 @@ const (
 	recRelease = 4 // a released file handle
 	recBacking = 5 // a node's passthrough backing ID
 	recIno     = 6 // an allocated inode number for (dev, ino)
+	recCount   = 7 // a change of the kernel's lookup count of a node ID
 )
 
 // Node is a node the kernel refers to by its node ID (== Ino): the file
@@ -95,6 +96,10 @@ type Node struct {
 	Handle  []byte
 	Path    string
 	Backing int32 // passthrough backing ID, 0 for none
+	// Lookups is the kernel's lookup count of the node ID (the sum of
+	// the State.Count deltas), 0 when it is not known (a state written
+	// before counts were recorded).
+	Lookups uint64
 }
 
 // File is an open file handle the kernel holds: its number, its node, the
@@ -424,8 +429,15 @@ func (s *State) AddNode(n *Node) {
 	s.append(recNode, n.Ino, n.Mode, uint64(n.MountID), n.Type, n.Handle, n.Path)
 }
 
-// Forget records that the kernel forgot node ino.
+// Forget records that the kernel forgot node ino (states without lookup
+// counts; with them, a count that reaches zero says so).
 func (s *State) Forget(ino uint64) { s.append(recGone, ino) }
+
+// Count records a change of the kernel's lookup count of node ino: +1
+// before each reply that gives the kernel a reference to it, -nlookup for
+// each FORGET (go-fuse's fs.Options.OnLookupCount). A node whose counts
+// sum to zero or less is forgotten.
+func (s *State) Count(ino uint64, delta int64) { s.append(recCount, ino, uint64(delta)) }
 
 // SetBacking records node ino's passthrough backing ID.
 func (s *State) SetBacking(ino uint64, id int32) { s.append(recBacking, ino, id) }
@@ -480,6 +492,10 @@ func (s *State) replay() (*Live, int64, error) {
 			return nil, 0, fmt.Errorf("connection state: read log: %v", err)
 		}
 	}
+	// The lookup counts by node ID, summed over the whole log: a count
+	// may come before the node's record (the reply that names a new node
+	// counts it first).
+	var counts map[uint64]int64
 	off := 0
 	for off+8 <= len(data) {
 		n := int(binary.LittleEndian.Uint32(data[off:]))
@@ -509,11 +525,27 @@ func (s *State) replay() (*Live, int64, error) {
 			delete(live.Files, r.u32())
 		case recIno:
 			live.Inos = append(live.Inos, InoAlloc{Dev: r.u64(), Ino: r.u64(), Alloc: r.u64()})
+		case recCount:
+			ino, d := r.u64(), int64(r.u64())
+			if counts == nil {
+				counts = map[uint64]int64{}
+			}
+			counts[ino] += d
 		}
 		if r.short {
 			break
 		}
 		off += 8 + n
+	}
+	for ino, nd := range live.Nodes {
+		c, ok := counts[ino]
+		switch {
+		case !ok: // not known: recorded before counts were
+		case c > 0:
+			nd.Lookups = uint64(c)
+		default:
+			delete(live.Nodes, ino)
+		}
 	}
 	return live, stateHeaderSize + int64(off), nil
 }
@@ -549,6 +581,9 @@ func (s *State) WriteLive(live *Live) {
 		s.AddNode(n)
 		if n.Backing != 0 {
 			s.SetBacking(n.Ino, n.Backing)
+		}
+		if n.Lookups != 0 {
+			s.Count(n.Ino, int64(n.Lookups))
 		}
 	}
 	for _, f := range live.Files {

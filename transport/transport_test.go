@@ -67,6 +67,83 @@ func TestStateReplay(t *testing.T) {
 	}
 }
 
+// TestStateLookupCounts: a node's lookup count is the sum of its Count
+// deltas over the whole log, in any order with its record (a count before
+// the record, a FORGET of a node recorded after a new node of the same
+// inode number); a sum of zero or less is a forgotten node; a node without
+// any count (a state from before counts) is live with count 0 (not
+// known); WriteLive carries the counts into a new state.
+func TestStateLookupCounts(t *testing.T) {
+	s, err := NewState(Meta{Kind: "mount", Mountpoint: "/m", Root: "/r", RootMountID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	add := func(ino uint64, h byte) {
+		s.AddNode(&Node{Ino: ino, Mode: syscall.S_IFREG, MountID: 7, Type: 1, Handle: []byte{h}, Path: fmt.Sprint("/r/", ino)})
+	}
+	// 20: counted before its record, looked up three times, one lookup
+	// dropped (a revalidate that found another node ID).
+	s.Count(20, 1)
+	add(20, 1)
+	s.Count(20, 1)
+	s.Count(20, 1)
+	s.Count(20, -1)
+	// 21: evicted with its whole count.
+	add(21, 2)
+	s.Count(21, 1)
+	s.Count(21, 1)
+	s.Count(21, -2)
+	// 22: the old node's FORGET recorded after the new node (another
+	// handle, the same inode number) took its number.
+	add(22, 3)
+	s.Count(22, 1)
+	s.Count(22, 1)
+	add(22, 4)
+	s.Count(22, -1)
+	// 23: no counts at all.
+	add(23, 5)
+	_, live, err := s.replayCopy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, live *Live) {
+		t.Helper()
+		got := map[uint64]string{}
+		for ino, n := range live.Nodes {
+			got[ino] = fmt.Sprintf("%d/%x", n.Lookups, n.Handle)
+		}
+		want := map[uint64]string{20: "2/01", 22: "1/04", 23: "0/05"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: nodes (lookups/handle) %v, want %v", what, got, want)
+		}
+	}
+	check("replay", live)
+	s2, err := s.Compact(Meta{Kind: "mount", Mountpoint: "/m", Root: "/r", RootMountID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	_, live2, err := s2.replayCopy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after WriteLive (Compact)", live2)
+}
+
+// replayCopy replays s from a duplicate of its descriptor (OpenState).
+func (s *State) replayCopy() (*State, *Live, error) {
+	fd, err := unix.Dup(s.Fd())
+	if err != nil {
+		return nil, nil, err
+	}
+	r, _, live, err := OpenState(fd)
+	if err == nil {
+		r.Close()
+	}
+	return r, live, err
+}
+
 // TestStateRefused: state of another format version, or with a corrupt
 // header, is refused with the error that says which.
 func TestStateRefused(t *testing.T) {

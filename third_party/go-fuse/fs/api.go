@@ -484,7 +484,9 @@ type NodeOnForgetter interface {
 // that held none: the first LOOKUP (or CREATE, MKDIR, ...) reply that names
 // it, and also one that revives a node whose lookup count a FORGET had just
 // brought to zero (the node go-fuse's tree still held, before or after its
-// OnForget). It is called after the node is registered, outside any lock
+// OnForget), or one that replaces, under the same node ID, a node of
+// another identity that the kernel still held (see Options.ExternalNodeID:
+// a recycled inode number). It is called after the node is registered, outside any lock
 // of the bridge, before the reply is sent. With NodeOnForgetter, it lets a
 // file system record a forget at the time of the FORGET and still know when
 // the kernel takes the node back, as the Forgotten method cannot say
@@ -881,4 +883,20 @@ type Options struct {
 	// ensure StableAttr.Gen is increased each time the same inode
 	// number is reused.
 	ExternalNodeID bool
+
+	// OnLookupCount, if set, is called with every change of the
+	// kernel's lookup count of a node ID: delta 1 for each reply that
+	// gives the kernel a reference (LOOKUP, CREATE, MKDIR, MKNOD,
+	// SYMLINK, LINK, TMPFILE, a READDIRPLUS entry), called before that
+	// reply is sent, and -nlookup for each FORGET, as the kernel sent it.
+	// The kernel's count of a node ID is the sum. A server that hands its
+	// connection to a successor records the deltas so that the successor
+	// restores each node with the kernel's exact count
+	// (Inode.RestoreChildCount): the kernel also sends FORGETs that drop
+	// a single lookup (fs/fuse/dir.c fuse_dentry_revalidate, when a name
+	// now names another node ID; fs/fuse/readdir.c fuse_force_forget), so
+	// a count that is not known cannot be told from a count that reached
+	// zero. It is called outside the bridge's locks; it must not call
+	// back into the bridge.
+	OnLookupCount func(nodeID uint64, delta int64)
 }

@@ -202,6 +202,22 @@ func (b *rawBridge) addNewChild(parent *Inode, name string, child *Inode, file F
 // with O_TMPFILE is until it is linked into place, or a node resolved by nodeid alone (LOOKUP of "."), in which case
 // parent may be nil.
 func (b *rawBridge) addNewNode(parent *Inode, name string, child *Inode, file FileHandle, fileFlags uint32, out *fuse.EntryOut) (selected *Inode, fe *fileEntry, entry *nodeEntry) {
+	selected, fe, entry, first := b.registerNode(parent, name, child, file, fileFlags, out)
+	if h := b.options.OnLookupCount; h != nil {
+		h(selected.nodeId, 1)
+	}
+	if first {
+		if kr, ok := selected.ops.(NodeOnKernelRefer); ok {
+			kr.OnKernelRef()
+		}
+	}
+	return selected, fe, entry
+}
+
+// registerNode is addNewNode without the callbacks (OnLookupCount,
+// OnKernelRef): Inode.RestoreChildCount registers a node the kernel
+// already counted.
+func (b *rawBridge) registerNode(parent *Inode, name string, child *Inode, file FileHandle, fileFlags uint32, out *fuse.EntryOut) (selected *Inode, fe *fileEntry, entry *nodeEntry, first bool) {
 	// the same node can be looked up through 2 paths in parallel, eg.
 	//
 	//	    root
@@ -219,7 +235,6 @@ func (b *rawBridge) addNewNode(parent *Inode, name string, child *Inode, file Fi
 	}
 	exclusive := fileFlags&syscall.O_EXCL != 0
 	var evicted *Inode
-	first := false
 	for {
 		lockNodes(parent, child)
 		// registerNew atomically re-checks for an existing node under
@@ -256,13 +271,7 @@ func (b *rawBridge) addNewNode(parent *Inode, name string, child *Inode, file Fi
 		// node from the tree on our side.
 		evicted.removeRef(0, true)
 	}
-	if first {
-		if kr, ok := child.ops.(NodeOnKernelRefer); ok {
-			kr.OnKernelRef()
-		}
-	}
-
-	return child, fe, entry
+	return child, fe, entry, first
 }
 
 func (b *rawBridge) setEntryOutTimeout(out *fuse.EntryOut) {
@@ -623,6 +632,9 @@ func (b *rawBridge) Tmpfile(cancel <-chan struct{}, input *fuse.CreateIn, out *f
 func (b *rawBridge) Forget(nodeid, nlookup uint64) {
 	e, _ := b.entry(nodeid, 0)
 	hasKernelRef, _, _ := e.inode.Load().removeRef(nlookup, false)
+	if h := b.options.OnLookupCount; h != nil {
+		h(nodeid, -int64(nlookup))
+	}
 	if !hasKernelRef {
 		b.ids.compact()
 	}

@@ -95,6 +95,12 @@ type mapIdentityTable struct {
 	files []*fileEntry
 	// indices of files that are not allocated.
 	freeFiles []uint32
+
+	// adopted is set once the connection was taken over from another
+	// server (Inode.AdoptKernelRefs, Inode.RestoreChild): the kernel may
+	// then hold references to any node ID that this server did not give
+	// out, so a FORGET naming more than lookupCount is expected.
+	adopted bool
 }
 
 // initIdentityTable prepares a zero-value mapIdentityTable for use.
@@ -158,8 +164,11 @@ func (t *mapIdentityTable) findByAttr(id StableAttr) *Inode {
 //
 // If `evicted` is returned, its bookkeeping must be updated must be under lock.
 //
-// first reports whether the kernel held no reference to the winner before
-// (its lookup count was zero): see NodeOnKernelRefer.
+// first reports whether the winner held no kernel reference before: its
+// node ID's lookup count was zero, or the node ID's count belonged to
+// another node, which the winner evicts (an O_EXCL create of an object
+// that got a recycled inode number while the kernel still held the old
+// one): see NodeOnKernelRefer.
 func (t *mapIdentityTable) registerNew(id StableAttr, child *Inode, exclusive bool) (winner *Inode, e *nodeEntry, evicted *Inode, first bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -196,7 +205,7 @@ func (t *mapIdentityTable) registerNew(id StableAttr, child *Inode, exclusive bo
 	// here on, and the caller holds child.mu for the duration of this
 	// call - so crediting it now, atomically with the publish above, is
 	// both safe and required (see the doc comment above).
-	first = e.lookupCount == 0
+	first = e.lookupCount == 0 || !child.hasKernelRef
 	child.hasKernelRef = true
 	child.changeCounter++
 	e.lookupCount++
@@ -216,13 +225,23 @@ func (t *mapIdentityTable) decLookup(nodeID uint64, nlookup uint64) (n *Inode, r
 	defer t.mu.Unlock()
 	e := t.nodes[nodeID]
 	if e == nil {
-		log.Panicf("decLookup: unknown node %d", nodeID)
-	}
-	if nlookup > e.lookupCount && e.restored {
-		nlookup = e.lookupCount
+		// Never a panic here: the caller holds the Inode's mu, which
+		// would stay locked, and every later request on the node
+		// (and on its parent, and the kernel's lookups waiting on
+		// those) would hang.
+		log.Printf("decLookup: unknown node %d: dropped", nodeID)
+		return nil, true
 	}
 	if nlookup > e.lookupCount {
-		log.Panicf("n%d lookupCount underflow: lookupCount=%d, decrement=%d", nodeID, e.lookupCount, nlookup)
+		// The kernel forgets an inode with its whole count at once
+		// (fs/fuse/inode.c fuse_evict_inode), so a larger count is
+		// references this server never gave: expected on a taken-over
+		// connection, a bug otherwise. Either way the kernel has
+		// dropped the node.
+		if !e.restored && !t.adopted {
+			log.Printf("n%d lookupCount underflow: lookupCount=%d, decrement=%d: dropped", nodeID, e.lookupCount, nlookup)
+		}
+		nlookup = e.lookupCount
 	}
 	e.lookupCount -= nlookup
 	return e.inode.Load(), e.lookupCount == 0
