@@ -73,7 +73,8 @@ leaves no directory or file behind.
 SIGTERM: stop accepting, finish the requests in flight, detach: the sessions'
 connections stay kept for the next start (without keeping: unmount every
 session). SIGINT is the full stop: unmount every session (records stay, so
-the next start mounts them again) and end the holder. Either removes the
+the next start mounts them again), end the holder and remove the mount base
+when empty (the default one, or one this start made). Either removes the
 socket and exits 0.
 
 Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
@@ -128,7 +129,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 		*p = abs
 	}
-	if mountBase == "" {
+	ownBase := mountBase == ""
+	if ownBase {
 		mountBase = defaultMountBase(socket)
 	}
 
@@ -142,7 +144,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return errUsage("--keep-connections: needs root (open_by_handle_at(2) finds a session's files again after a restart)")
 	}
 	cfg := mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
-		Hidden: []string{socket}, Takeover: f.takeover, FuseTransport: mode} // the socket: hidden from every host view
+		Hidden: []string{socket}, Takeover: f.takeover, FuseTransport: mode, // the socket: hidden from every host view
+		OwnMountBase: ownBase}
 	if f.keep {
 		store, err := connectionStore(stateDir, logger)
 		if err != nil {
