@@ -79,7 +79,8 @@ socket and exits 0.
 
 Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
 /run/wsfs/wsfs.sock; --state-dir /var/lib/wsfs (root) or
-$XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
+$XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt. Each of
+the three must be an absolute path (exit code 2 otherwise).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd, serveFlags{socket, stateDir, mountBase, logLevel, fuseTransport, metricsAddr, keep, takeover})
@@ -118,17 +119,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-	for _, p := range []*string{&socket, &stateDir, &mountBase} {
-		if *p == "" {
-			continue
-		}
-		abs, err := baseDir(*p)
-		if err != nil {
-			return err
-		}
-		*p = abs
+	if err := absolutePathFlags(cmd, [][2]string{{"socket", socket}, {"state-dir", stateDir}, {"mount-base", mountBase}}); err != nil {
+		return err
 	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	ownBase := mountBase == ""
 	if ownBase {
 		mountBase = defaultMountBase(socket)
@@ -222,6 +216,24 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return fmt.Errorf("unmount sessions: %s", firstLine(closeErr.Error()))
 	}
 	logger.Info("stopped")
+	return nil
+}
+
+// absolutePathFlags refuses, as a usage error, a relative path among the
+// daemon's path flags ({name, value}; "" is not given): the daemon would
+// otherwise place its socket, state and mounts in whatever directory it was
+// started from. A relative $WSFS_SOCKET, --socket's default, is named as such.
+func absolutePathFlags(cmd *cobra.Command, flags [][2]string) error {
+	for _, f := range flags {
+		name, v := f[0], f[1]
+		if v == "" || filepath.IsAbs(v) {
+			continue
+		}
+		if name == "socket" && !cmd.Flags().Changed(name) && os.Getenv("WSFS_SOCKET") == v {
+			return errUsage("--socket: its default $WSFS_SOCKET %q is relative; give an absolute path", v)
+		}
+		return errUsage("--%s: %q is relative; give an absolute path", name, v)
+	}
 	return nil
 }
 

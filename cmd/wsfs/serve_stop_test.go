@@ -68,3 +68,42 @@ func TestServeStopRemovesMountBase(t *testing.T) {
 		})
 	}
 }
+
+// TestServeRefusesRelativePaths: `wsfs serve` refuses a relative --socket,
+// --state-dir or --mount-base (or a relative $WSFS_SOCKET as --socket's
+// default) with exit code 2 and one line naming the flag and the rule,
+// before it makes anything in the current directory.
+func TestServeRefusesRelativePaths(t *testing.T) {
+	abs := t.TempDir()
+	for _, tc := range []struct {
+		name, env, want string
+		args            []string
+	}{
+		{"socket", "", `wsfs: --socket: "x.sock" is relative; give an absolute path`,
+			[]string{"--socket", "x.sock", "--state-dir", filepath.Join(abs, "st")}},
+		{"state-dir", "", `wsfs: --state-dir: "st" is relative; give an absolute path`,
+			[]string{"--socket", filepath.Join(abs, "s.sock"), "--state-dir", "st"}},
+		{"mount-base", "", `wsfs: --mount-base: "mnt" is relative; give an absolute path`,
+			[]string{"--socket", filepath.Join(abs, "s.sock"), "--state-dir", filepath.Join(abs, "st"), "--mount-base", "mnt"}},
+		{"$WSFS_SOCKET", "run/wsfs.sock", `wsfs: --socket: its default $WSFS_SOCKET "run/wsfs.sock" is relative; give an absolute path`,
+			[]string{"--state-dir", filepath.Join(abs, "st")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cwd := t.TempDir()
+			t.Chdir(cwd)
+			if tc.env != "" {
+				t.Setenv("WSFS_SOCKET", tc.env)
+			}
+			out, errOut, code := cli(t, append([]string{"serve", "--keep-connections=false"}, tc.args...)...)
+			assert.Equal(t, 2, code)
+			assert.Equal(t, "", out)
+			assert.Equal(t, tc.want+"\n", errOut)
+			ents, err := os.ReadDir(cwd)
+			require.NoError(t, err)
+			assert.Empty(t, ents, "made in the current directory")
+			ents, err = os.ReadDir(abs)
+			require.NoError(t, err)
+			assert.Empty(t, ents, "made beside the absolute flags")
+		})
+	}
+}
