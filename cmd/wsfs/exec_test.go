@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -178,5 +179,18 @@ func TestExecRefusesCwdNotOnFUSE(t *testing.T) {
 	want := fmt.Sprintf("exec: session p2: working directory %s is not on FUSE (statfs type %#x): the session's mount is gone", dir, sfs.Type)
 	if err == nil || err.Error() != want {
 		t.Fatalf("onFUSE: %v, want %q", err, want)
+	}
+}
+
+// TestExecRefusesJailOwnEnv: exec --confine --env naming a variable the jail
+// sets itself (confine.JailSetEnv) is a usage error (exit code 2) naming the
+// variable, before any daemon is asked.
+func TestExecRefusesJailOwnEnv(t *testing.T) {
+	for _, env := range []string{"TMPDIR=/x", "WSFS_SESSION=other", "WSFS_ROOT", "PWD=/"} {
+		name, _, _ := strings.Cut(env, "=")
+		out, errOut, code := cli(t, "exec", "--socket", filepath.Join(t.TempDir(), "none.sock"), "--session", "s1", "--confine", "--env", env, "--", "true")
+		assert.Equal(t, 2, code, "--env %s", env)
+		assert.Equal(t, "", out)
+		assert.Equal(t, fmt.Sprintf("wsfs: exec: --env %q: the jail sets %s itself; WSFS_SESSION, WSFS_ROOT, PWD, TMPDIR cannot be given\n", env, name), errOut)
 	}
 }
