@@ -213,7 +213,7 @@ func runExec(cmd *cobra.Command, id, confineMode, userFlag string, allowWrite, e
 	}
 	defer c.Close()
 	if jailUser != nil && jailUser.Uid != 0 && !slices.Contains(s.Users, jailUser.Uid) {
-		return errUsage("exec: --user %d: session %s does not serve uid %d (its users: %v; session create --users)", jailUser.Uid, id, jailUser.Uid, s.Users)
+		return notServed(id, jailUser.Uid, s.Users)
 	}
 
 	env := setEnv(environ, "WSFS_SESSION", id)
@@ -498,6 +498,19 @@ func checkAllowWrite(w string, s api.Session, others []api.Session, h api.Health
 		}
 	}
 	return nil
+}
+
+// notServed is exec --user's usage error for a uid session id does not
+// serve: its users (as --users takes them) when it has any.
+func notServed(id string, uid uint32, users []uint32) error {
+	if len(users) == 0 {
+		return errUsage("exec: --user %d: session %s does not serve uid %d (session create --users)", uid, id, uid)
+	}
+	list := make([]string, len(users))
+	for i, u := range users {
+		list[i] = strconv.FormatUint(uint64(u), 10)
+	}
+	return errUsage("exec: --user %d: session %s does not serve uid %d (its users: %s; session create --users)", uid, id, uid, strings.Join(list, ","))
 }
 
 // setEnv returns env with key set to value (replacing every earlier value).

@@ -194,3 +194,11 @@ func TestExecRefusesJailOwnEnv(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("wsfs: exec: --env %q: the jail sets %s itself; WSFS_SESSION, WSFS_ROOT, PWD, TMPDIR cannot be given\n", env, name), errOut)
 	}
 }
+
+// TestNotServed: exec --user's refusal lists the session's users as
+// --users takes them, and leaves the list out when there is none.
+func TestNotServed(t *testing.T) {
+	assert.Equal(t, "exec: --user 7: session s does not serve uid 7 (session create --users)", notServed("s", 7, nil).Error())
+	assert.Equal(t, "exec: --user 7: session s does not serve uid 7 (its users: 65534,65533; session create --users)", notServed("s", 7, []uint32{65534, 65533}).Error())
+	assert.Equal(t, exitUsage, exitCode(notServed("s", 7, nil)))
+}
