@@ -260,18 +260,31 @@ func connectionStore(stateDir string, logger *slog.Logger) (transport.Store, err
 }
 
 // startStore starts the holder of a Holder store when none answers at its
-// socket (this executable's hidden `holder` verb, transport.SpawnHolder).
+// socket (this executable's hidden `holder` verb, transport.SpawnHolder):
+// /proc/self/exe is run, the binary this daemon runs even when an upgrade
+// replaced its file, with the binary's path (os.Executable) as argv[0] so
+// that ps shows "/usr/local/bin/wsfs holder".
 func startStore(st transport.Store, logger *slog.Logger) error {
 	h, ok := st.(*transport.Holder)
 	if !ok {
 		return nil
 	}
-	if _, err := transport.SpawnHolder(h.Socket, []string{"/proc/self/exe", "holder", "--socket", h.Socket}); err != nil {
+	if _, err := transport.SpawnHolder(h.Socket, "/proc/self/exe", holderArgv(h.Socket)); err != nil {
 		return fmt.Errorf("connection holder: %w", err)
 	}
 	pid, _ := h.Ping()
 	logger.Info("connections kept by the holder process", "socket", h.Socket, "pid", pid)
 	return nil
+}
+
+// holderArgv is the holder's argv: this binary's path (os.Executable;
+// /proc/self/exe when it cannot be found), the hidden verb and its socket.
+func holderArgv(socket string) []string {
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	return []string{self, "holder", "--socket", socket}
 }
 
 func init() { registerCommand(newHolderCmd) }

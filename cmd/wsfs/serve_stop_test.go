@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -106,4 +108,35 @@ func TestServeRefusesRelativePaths(t *testing.T) {
 			assert.Empty(t, ents, "made beside the absolute flags")
 		})
 	}
+}
+
+// TestHolderArgv: the holder `wsfs serve` starts runs this very binary
+// (/proc/self/exe) but shows in ps as its real path: argv is
+// [os.Executable(), "holder", "--socket", <state>/holder.sock].
+func TestHolderArgv(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the daemon keeps its connections in a holder")
+	}
+	dir := tree(t)
+	sock, state := filepath.Join(dir, "run", "wsfs.sock"), filepath.Join(dir, "state")
+	srv := backgroundCmd(t, asRoot(t, "serve", "--socket", sock, "--state-dir", state), dir, "msg=serving")
+	holder := &transport.Holder{Socket: filepath.Join(state, "holder.sock")}
+	pid, err := holder.Ping()
+	require.NoError(t, err, "the holder answers")
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // (gone after the SIGINT below)
+
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	require.NoError(t, err)
+	assert.Equal(t, []string{self, "holder", "--socket", holder.Socket}, strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"))
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	require.NoError(t, err)
+	assert.Equal(t, self, exe, "the holder runs this binary")
+
+	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGINT))
+	assert.Equal(t, 0, srv.exitCode())
+	_, err = holder.Ping()
+	assert.Error(t, err, "the holder still answers after the full stop")
 }
