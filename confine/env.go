@@ -18,13 +18,20 @@ var PassedEnv = []string{
 	"LANG", "LANGUAGE", "TZ",
 }
 
+// JailSetEnv are the variables the exec command sets in every jail itself
+// (the session's ID, its root, the jail's working directory and the
+// session's private temp directory): JailEnv refuses an extra entry that
+// names one, since the jail's own value would replace it.
+var JailSetEnv = []string{"WSFS_SESSION", "WSFS_ROOT", "PWD", "TMPDIR"}
+
 // JailEnv returns the environment a jail starts with: the entries of
 // environ (NAME=VALUE, as os.Environ gives them) whose names are in
 // PassedEnv or start with LC_, then each of extra: "NAME" passes environ's
 // NAME (nothing when unset), "NAME=VALUE" sets it. A later entry replaces
 // an earlier one of the same name. The error names the first extra entry
 // whose name is empty, holds a NUL byte or is not a portable name
-// (letters, digits, '_', not starting with a digit: POSIX.1-2017 8.1).
+// (letters, digits, '_', not starting with a digit: POSIX.1-2017 8.1), or
+// is one of JailSetEnv.
 func JailEnv(environ, extra []string) ([]string, error) {
 	var out []string
 	set := func(kv string) {
@@ -52,6 +59,9 @@ func JailEnv(environ, extra []string) ([]string, error) {
 		name, _, hasValue := strings.Cut(e, "=")
 		if !portableName(name) || strings.ContainsRune(e, 0) {
 			return nil, fmt.Errorf("--env %q: want NAME or NAME=VALUE, NAME of letters, digits and '_' not starting with a digit", e)
+		}
+		if slices.Contains(JailSetEnv, name) {
+			return nil, fmt.Errorf("--env %q: the jail sets %s itself; %s cannot be given", e, name, strings.Join(JailSetEnv, ", "))
 		}
 		if hasValue {
 			set(e)

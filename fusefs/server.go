@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -723,9 +724,17 @@ type Holder struct {
 	PID  int
 	Comm string
 	What string // "cwd", "root", "exe", "fd 3"
+	// Waiting says what the process is blocked in, when that explains why
+	// it does not let go: "waiting in a FUSE request" when one of its
+	// threads sleeps in the kernel for a FUSE server's answer (its
+	// /proc/PID/task/TID/wchan or stack shows request_wait_answer and the
+	// like), else "in uninterruptible sleep (state D)" when a thread's
+	// /proc/PID/task/TID/stat state is D; "" otherwise.
+	Waiting string
 }
 
-// Error is one line: the mountpoint and each holder as pid (comm, what).
+// Error is one line: the mountpoint and each holder as pid (comm, what),
+// or pid (comm, what, waiting) for a holder blocked in the kernel.
 func (e *BusyError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "mountpoint %q is busy", e.Mountpoint)
@@ -735,7 +744,11 @@ func (e *BusyError) Error() string {
 		} else {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "pid %d (%s, %s)", h.PID, h.Comm, h.What)
+		if h.Waiting != "" {
+			fmt.Fprintf(&b, "pid %d (%s, %s, %s)", h.PID, h.Comm, h.What, h.Waiting)
+		} else {
+			fmt.Fprintf(&b, "pid %d (%s, %s)", h.PID, h.Comm, h.What)
+		}
 	}
 	if len(e.Holders) == 0 {
 		b.WriteString(" (no holder found in /proc; another mount namespace?)")
@@ -923,8 +936,58 @@ func Holders(mountpoint string) []Holder {
 			}
 		}
 	}
+	for i := range hs {
+		hs[i].Waiting = waitingOf(hs[i].PID)
+	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].PID < hs[j].PID })
 	return hs
+}
+
+// fuseWaitFrames are the kernel functions (fs/fuse/dev.c) a task sleeps in
+// while a FUSE request of its is unanswered or waits to be sent.
+var fuseWaitFrames = []string{"request_wait_answer", "__fuse_simple_request", "fuse_simple_request", "fuse_get_req"}
+
+// waitingOf is Holder.Waiting of process pid: each of its threads' wchan
+// (the kernel function it sleeps in; readable by its user), then its kernel
+// stack (root only), is looked up for a FUSE request wait; failing that, a
+// thread in state D is reported as such. Nothing here blocks on a file
+// system.
+func waitingOf(pid int) string {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, _ := os.ReadDir(dir)
+	inD := false
+	for _, t := range tasks {
+		td := dir + "/" + t.Name()
+		wchan, _ := os.ReadFile(td + "/wchan")
+		stack, _ := os.ReadFile(td + "/stack")
+		for _, f := range fuseWaitFrames {
+			if strings.TrimSpace(string(wchan)) == f || bytes.Contains(stack, []byte("] "+f+"+")) {
+				return "waiting in a FUSE request"
+			}
+		}
+		if procState(td+"/stat") == 'D' {
+			inD = true
+		}
+	}
+	if inD {
+		return "in uninterruptible sleep (state D)"
+	}
+	return ""
+}
+
+// procState returns the state field of a /proc/.../stat file (the field
+// after the parenthesized comm, which may itself hold ") "), 0 when it
+// cannot be read.
+func procState(stat string) byte {
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
 
 // ServerProcs is the GOMAXPROCS a process that serves FUSE mounts runs with

@@ -467,7 +467,7 @@ func TestBadInputLeavesNothing(t *testing.T) {
 		{"overlapping roots", api.CreateRequest{ID: "n", Root: root, Policy: &api.Policy{Additional: []api.Root{{Path: root + "/sub", Access: api.AccessReadOnly}}}}, mounts.CodeInvalid, ""},
 		{"bad symlink mode", api.CreateRequest{ID: "n", Root: root, Symlinks: "sideways"}, mounts.CodeInvalid, `session "n": symlink mode "sideways": must be one of contain, follow`},
 		{"missing parent", api.CreateRequest{ID: "n", Root: root, Parent: "nope"}, mounts.CodeInvalid, `session "n": parent "nope": no such session`},
-		{"cwd not a directory", api.CreateRequest{ID: "n", Root: root, Cwd: "file"}, mounts.CodeInvalid, `session "n": start directory: "file": not a directory (` + filepath.Join(d.mountBase, "n") + `/file)`},
+		{"cwd not a directory", api.CreateRequest{ID: "n", Root: root, Cwd: "file"}, mounts.CodeInvalid, `session "n": cwd (--cwd) "file": not a directory (` + filepath.Join(d.mountBase, "n") + `/file)`},
 	} {
 		_, err := d.c.Create(ctx, tc.spec)
 		wantCode(t, tc.name, err, tc.code)

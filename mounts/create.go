@@ -522,10 +522,11 @@ func (c *creation) startDir(ctx context.Context) error {
 	}
 	rel, derr := c.m.dirInMount(ctx, c.m.view(c.root, c.key, c.srv, c.id), ".", p)
 	if derr != nil && c.spec.Cwd == "" {
-		return errorf(CodeInvalid, "session %q: start directory, inherited from the parent session %q's working directory: %v; cd the parent into the new root first, or create without the parent and give a start directory (cwd, --cwd)", c.id, c.spec.Parent, derr)
+		return errorf(CodeInvalid, "session %q: working directory inherited from the parent session %q: %v; cd the parent into the new root first, or create without the parent and give one (cwd, --cwd)", c.id, c.spec.Parent, derr)
 	}
 	if derr != nil {
-		return errorf(CodeInvalid, "session %q: start directory: %v", c.id, derr)
+		// Named as both the API field and the CLI flag that set it.
+		return errorf(CodeInvalid, "session %q: cwd (--cwd) %v", c.id, derr)
 	}
 	c.startRel = rel
 	return nil

@@ -459,7 +459,7 @@ func TestOwnPlacesOneRule(t *testing.T) {
 		{"mountpoint is the mount base", `"mountpoint":"` + base + `"`,
 			`mountpoint "` + base + `" is the daemon's mount base ` + base + own},
 		{"cwd inside the state dir", `"cwd":"` + state + `/sessions"`,
-			`start directory: "` + state + `/sessions" (physical ` + state + `/sessions) is inside the daemon's state directory ` + state + own + ` (rule hostview:hidden)`},
+			`cwd (--cwd) "` + state + `/sessions" (physical ` + state + `/sessions) is inside the daemon's state directory ` + state + own + ` (rule hostview:hidden)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d.apiError(t, "POST", "/v1/sessions", `{"id":"a","root":"`+proj+`",`+tc.body+`}`, 400, mounts.CodeInvalid, `session "a": `+tc.msg)

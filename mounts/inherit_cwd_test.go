@@ -12,7 +12,7 @@ import (
 // TestSubSessionInheritedCwdRefused: a sub-session on a subdirectory of its
 // parent's root, while the parent's working directory is that root (above
 // the child's root, which the child's host view only passes through), is
-// refused with a message saying the start directory was inherited and how
+// refused with a message saying the working directory was inherited and how
 // to give another.
 func TestSubSessionInheritedCwdRefused(t *testing.T) {
 	dir := newDaemonDir(t)
@@ -25,8 +25,8 @@ func TestSubSessionInheritedCwdRefused(t *testing.T) {
 	}
 	src := filepath.Join(proj, "src")
 	r := d.wsfs(t, "session", "create", "c1", "--parent", "s1", "--root", src)
-	head := `wsfs: session "c1": start directory, inherited from the parent session "s1"'s working directory: `
-	tail := "; cd the parent into the new root first, or create without the parent and give a start directory (cwd, --cwd)\n"
+	head := `wsfs: session "c1": working directory inherited from the parent session "s1": `
+	tail := "; cd the parent into the new root first, or create without the parent and give one (cwd, --cwd)\n"
 	if r.code != 2 || !strings.HasPrefix(r.stderr, head) || !strings.HasSuffix(r.stderr, tail) || strings.Count(r.stderr, "\n") != 1 {
 		t.Fatalf("create c1 --parent s1 --root proj/src: exit %d stderr %q, want 2 %q…%q", r.code, r.stderr, head, tail)
 	}

@@ -50,6 +50,10 @@ type Manager struct {
 	kept      map[string]*transport.Conn
 	transport transport.Mode // Config.FuseTransport, resolved
 	made      []string       // what New made, outermost first (Abandon removes it)
+	// baseMade are the mount base and its parents as New made them,
+	// innermost first (the mount base itself too with
+	// Config.OwnMountBase): Close removes them when empty.
+	baseMade []string
 
 	mu          sync.Mutex
 	sessions    map[string]*session  // published and being created
@@ -132,6 +136,10 @@ func New(cfg Config) (m *Manager, err error) {
 	}
 	md, err = mkdirAll(cfg.MountBase, 0o755)
 	made = append(made, reversed(md)...)
+	baseMade := md
+	if cfg.OwnMountBase && len(md) == 0 {
+		baseMade = []string{filepath.Clean(cfg.MountBase)}
+	}
 	if err != nil {
 		return nil, errorf(CodeInvalid, "mount base %q: %w", cfg.MountBase, err)
 	}
@@ -188,6 +196,7 @@ func New(cfg Config) (m *Manager, err error) {
 	}
 	m.lock = f
 	m.made = made
+	m.baseMade = baseMade
 	return m, nil
 }
 
@@ -439,6 +448,14 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.sessions = map[string]*session{}
 	m.mu.Unlock()
+	// The mount base it made goes too, once empty (nothing is mounted in
+	// it any more); a directory still in use (a lazily detached mount's,
+	// a user's file) stays.
+	for _, d := range m.baseMade {
+		if os.Remove(d) != nil {
+			break
+		}
+	}
 	if m.lock != nil {
 		m.lock.Close()
 	}

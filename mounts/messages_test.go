@@ -24,11 +24,12 @@ func TestSessionVerbMessages(t *testing.T) {
 	}
 	mp2 := filepath.Join(d.mountBase, "s2")
 	want := `session "s1": cd "` + mp2 + `": permission denied: it is in session "s2"'s mountpoint ` + mp2 + `, which other sessions never see (rule hostview:hidden)`
-	if r := d.wsfs(t, "session", "cwd", "s1", "--cd", mp2); r.code != 2 || r.stderr != "wsfs: "+want+"\n" {
+	// Permission denied is a runtime failure (1), not a usage error (2).
+	if r := d.wsfs(t, "session", "cwd", "s1", "--cd", mp2); r.code != 1 || r.stderr != "wsfs: "+want+"\n" {
 		t.Errorf("cd into s2's mount: %+v, want %q", r, want)
 	}
 	r := d.wsfs(t, "session", "cwd", "s1", "--cd", mp2+"/b", "--json")
-	if !strings.Contains(r.stdout, `"errno":"EACCES"`) || !strings.Contains(r.stdout, `"code":"invalid"`) {
+	if r.code != 1 || !strings.Contains(r.stdout, `"errno":"EACCES"`) || !strings.Contains(r.stdout, `"code":"invalid"`) {
 		t.Errorf("cd --json error: %+v, want code invalid and errno EACCES", r)
 	}
 	r = d.wsfs(t, "session", "policy", "s1", "--protect", ".env")

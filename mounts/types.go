@@ -25,8 +25,15 @@ type Config struct {
 	// StateDir/lock enforces it).
 	StateDir string
 	// MountBase is the parent of default mountpoints (<MountBase>/<id>);
-	// absolute. New creates it (mode 0755) when missing.
+	// absolute. New creates it (mode 0755) when missing; Close removes it
+	// again, when empty, if New made it (with the parents it made for it)
+	// or OwnMountBase says it is the daemon's own.
 	MountBase string
+	// OwnMountBase says MountBase is the daemon's own directory (wsfs
+	// serve's default, <socket's directory>/mnt), which Close removes when
+	// empty even when an earlier daemon made it (a successor after a
+	// detach, whose kept mounts were in it).
+	OwnMountBase bool
 	// Logger receives lifecycle lines and is handed to every mount for its
 	// denials; nil means slog.Default().
 	Logger *slog.Logger

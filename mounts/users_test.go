@@ -125,8 +125,12 @@ func TestSessionUsers(t *testing.T) {
 		t.Errorf("exec --confine --user 65534: %+v", r)
 	}
 	r = d.exec(t, "u1", []string{"--confine", "--user", "65533"}, "true")
-	if want := "wsfs: exec: --user 65533: session u1 does not serve uid 65533 (its users: [65534]; session create --users)\n"; r.code != 2 || r.stderr != want {
+	if want := "wsfs: exec: --user 65533: session u1 does not serve uid 65533 (its users: 65534; session create --users)\n"; r.code != 2 || r.stderr != want {
 		t.Errorf("exec --confine --user 65533: %+v, want exit 2 %q", r, want)
+	}
+	r = d.exec(t, "solo", []string{"--confine", "--user", "65534"}, "true")
+	if want := "wsfs: exec: --user 65534: session solo does not serve uid 65534 (session create --users)\n"; r.code != 2 || r.stderr != want {
+		t.Errorf("exec --confine --user 65534 in an owner-only session: %+v, want exit 2 %q", r, want)
 	}
 	r = d.exec(t, "u1", []string{"--user", "65534"}, "true")
 	if want := "wsfs: exec: --user: only with --confine\n"; r.code != 2 || r.stderr != want {

@@ -354,14 +354,16 @@ func sameUser(c *net.UnixConn) bool {
 	return err == nil && cred != nil && int(cred.Uid) == os.Geteuid()
 }
 
-// SpawnHolder starts a holder process, argv being the command that runs
-// RunHolder(socket, HolderReady) (wsfs: its own executable with the hidden
+// SpawnHolder starts a holder process, the program at path run with argv
+// (argv[0] included: what ps shows) that runs RunHolder(socket,
+// HolderReady) (wsfs: path /proc/self/exe, the very binary running even if
+// an upgrade replaced its file, argv[0] that binary's path and the hidden
 // `holder` verb), detached from the caller (its own session and process
 // group, cwd "/", standard streams on /dev/null) so that neither a signal to
 // the daemon's group nor the daemon's death ends it, and waits until it
 // listens (it closes descriptor 3, a pipe, then). If a holder already
 // answers at socket, it is used as it is.
-func SpawnHolder(socket string, argv []string) (*Holder, error) {
+func SpawnHolder(socket, path string, argv []string) (*Holder, error) {
 	h := &Holder{Socket: socket}
 	if _, err := h.Ping(); err == nil {
 		return h, nil
@@ -376,7 +378,8 @@ func SpawnHolder(socket string, argv []string) (*Holder, error) {
 		return nil, err
 	}
 	defer r.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	cmd.ExtraFiles = []*os.File{w}

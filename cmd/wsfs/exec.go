@@ -99,7 +99,8 @@ LOGNAME, SHELL, TERM, COLORTERM, LANG, LANGUAGE, TZ and every LC_* pass,
 besides WSFS_SESSION, WSFS_ROOT, PWD and TMPDIR (so tokens, cloud keys and
 agent sockets in the caller's environment stay out); --env NAME passes the
 caller's NAME too (nothing when it is unset), --env NAME=VALUE sets it.
-Without --confine the command gets the caller's whole environment.
+The four the jail sets itself (WSFS_SESSION, WSFS_ROOT, PWD, TMPDIR) cannot
+be given with --env (exit code 2). Without --confine the command gets the caller's whole environment.
 
 --user UID runs the jail as UID (its group from the user database, or the
 same number; no supplementary groups): only with --confine, as root, and only
@@ -130,7 +131,7 @@ jail cannot be built.`,
 	fl.StringVar(&confineMode, "confine", confineNone, "run in the jail: strict (the default of a bare --confine) or best-effort")
 	fl.Lookup("confine").NoOptDefVal = confineStrict
 	fl.StringArrayVar(&allowWrite, "allow-write", nil, "with --confine: a directory writable directly in the jail (repeatable), e.g. \"$(go env GOCACHE)\"")
-	fl.StringArrayVar(&envFlags, "env", nil, "with --confine: pass the caller's NAME, or set NAME=VALUE, in the jail's environment (repeatable; the default passes only PATH, HOME, USER, LOGNAME, SHELL, TERM, COLORTERM, LANG, LANGUAGE, TZ, LC_*)")
+	fl.StringArrayVar(&envFlags, "env", nil, "with --confine: pass the caller's NAME, or set NAME=VALUE, in the jail's environment (repeatable; the default passes only PATH, HOME, USER, LOGNAME, SHELL, TERM, COLORTERM, LANG, LANGUAGE, TZ, LC_*; WSFS_SESSION, WSFS_ROOT, PWD, TMPDIR are the jail's own and refused)")
 	fl.StringVar(&userFlag, "user", "", "with --confine: run the jail as this uid, one the session serves (session create --users)")
 	fl.String("socket", client.DefaultSocket(), "the daemon's Unix socket")
 	return cmd
@@ -212,7 +213,7 @@ func runExec(cmd *cobra.Command, id, confineMode, userFlag string, allowWrite, e
 	}
 	defer c.Close()
 	if jailUser != nil && jailUser.Uid != 0 && !slices.Contains(s.Users, jailUser.Uid) {
-		return errUsage("exec: --user %d: session %s does not serve uid %d (its users: %v; session create --users)", jailUser.Uid, id, jailUser.Uid, s.Users)
+		return notServed(id, jailUser.Uid, s.Users)
 	}
 
 	env := setEnv(environ, "WSFS_SESSION", id)
@@ -497,6 +498,19 @@ func checkAllowWrite(w string, s api.Session, others []api.Session, h api.Health
 		}
 	}
 	return nil
+}
+
+// notServed is exec --user's usage error for a uid session id does not
+// serve: its users (as --users takes them) when it has any.
+func notServed(id string, uid uint32, users []uint32) error {
+	if len(users) == 0 {
+		return errUsage("exec: --user %d: session %s does not serve uid %d (session create --users)", uid, id, uid)
+	}
+	list := make([]string, len(users))
+	for i, u := range users {
+		list[i] = strconv.FormatUint(uint64(u), 10)
+	}
+	return errUsage("exec: --user %d: session %s does not serve uid %d (its users: %s; session create --users)", uid, id, uid, strings.Join(list, ","))
 }
 
 // setEnv returns env with key set to value (replacing every earlier value).

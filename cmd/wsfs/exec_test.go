@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -179,4 +180,25 @@ func TestExecRefusesCwdNotOnFUSE(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("onFUSE: %v, want %q", err, want)
 	}
+}
+
+// TestExecRefusesJailOwnEnv: exec --confine --env naming a variable the jail
+// sets itself (confine.JailSetEnv) is a usage error (exit code 2) naming the
+// variable, before any daemon is asked.
+func TestExecRefusesJailOwnEnv(t *testing.T) {
+	for _, env := range []string{"TMPDIR=/x", "WSFS_SESSION=other", "WSFS_ROOT", "PWD=/"} {
+		name, _, _ := strings.Cut(env, "=")
+		out, errOut, code := cli(t, "exec", "--socket", filepath.Join(t.TempDir(), "none.sock"), "--session", "s1", "--confine", "--env", env, "--", "true")
+		assert.Equal(t, 2, code, "--env %s", env)
+		assert.Equal(t, "", out)
+		assert.Equal(t, fmt.Sprintf("wsfs: exec: --env %q: the jail sets %s itself; WSFS_SESSION, WSFS_ROOT, PWD, TMPDIR cannot be given\n", env, name), errOut)
+	}
+}
+
+// TestNotServed: exec --user's refusal lists the session's users as
+// --users takes them, and leaves the list out when there is none.
+func TestNotServed(t *testing.T) {
+	assert.Equal(t, "exec: --user 7: session s does not serve uid 7 (session create --users)", notServed("s", 7, nil).Error())
+	assert.Equal(t, "exec: --user 7: session s does not serve uid 7 (its users: 65534,65533; session create --users)", notServed("s", 7, []uint32{65534, 65533}).Error())
+	assert.Equal(t, exitUsage, exitCode(notServed("s", 7, nil)))
 }

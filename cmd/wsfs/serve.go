@@ -73,12 +73,14 @@ leaves no directory or file behind.
 SIGTERM: stop accepting, finish the requests in flight, detach: the sessions'
 connections stay kept for the next start (without keeping: unmount every
 session). SIGINT is the full stop: unmount every session (records stay, so
-the next start mounts them again) and end the holder. Either removes the
+the next start mounts them again), end the holder and remove the mount base
+when empty (the default one, or one this start made). Either removes the
 socket and exits 0.
 
 Defaults: --socket $WSFS_SOCKET, $XDG_RUNTIME_DIR/wsfs/wsfs.sock or
 /run/wsfs/wsfs.sock; --state-dir /var/lib/wsfs (root) or
-$XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt.`,
+$XDG_STATE_HOME/wsfs; --mount-base the socket's directory + /mnt. Each of
+the three must be an absolute path (exit code 2 otherwise).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd, serveFlags{socket, stateDir, mountBase, logLevel, fuseTransport, metricsAddr, keep, takeover})
@@ -117,18 +119,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-	for _, p := range []*string{&socket, &stateDir, &mountBase} {
-		if *p == "" {
-			continue
-		}
-		abs, err := baseDir(*p)
-		if err != nil {
-			return err
-		}
-		*p = abs
+	if err := absolutePathFlags(cmd, [][2]string{{"socket", socket}, {"state-dir", stateDir}, {"mount-base", mountBase}}); err != nil {
+		return err
 	}
-	if mountBase == "" {
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	ownBase := mountBase == ""
+	if ownBase {
 		mountBase = defaultMountBase(socket)
 	}
 
@@ -142,7 +138,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return errUsage("--keep-connections: needs root (open_by_handle_at(2) finds a session's files again after a restart)")
 	}
 	cfg := mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
-		Hidden: []string{socket}, Takeover: f.takeover, FuseTransport: mode} // the socket: hidden from every host view
+		Hidden: []string{socket}, Takeover: f.takeover, FuseTransport: mode, // the socket: hidden from every host view
+		OwnMountBase: ownBase}
 	if f.keep {
 		store, err := connectionStore(stateDir, logger)
 		if err != nil {
@@ -222,6 +219,24 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	return nil
 }
 
+// absolutePathFlags refuses, as a usage error, a relative path among the
+// daemon's path flags ({name, value}; "" is not given): the daemon would
+// otherwise place its socket, state and mounts in whatever directory it was
+// started from. A relative $WSFS_SOCKET, --socket's default, is named as such.
+func absolutePathFlags(cmd *cobra.Command, flags [][2]string) error {
+	for _, f := range flags {
+		name, v := f[0], f[1]
+		if v == "" || filepath.IsAbs(v) {
+			continue
+		}
+		if name == "socket" && !cmd.Flags().Changed(name) && os.Getenv("WSFS_SOCKET") == v {
+			return errUsage("--socket: its default $WSFS_SOCKET %q is relative; give an absolute path", v)
+		}
+		return errUsage("--%s: %q is relative; give an absolute path", name, v)
+	}
+	return nil
+}
+
 // serveInputErr marks the daemon's start-up refusals of its flags (a
 // relative path, a state directory in use, a live socket) as usage errors.
 func serveInputErr(err error) error {
@@ -245,18 +260,31 @@ func connectionStore(stateDir string, logger *slog.Logger) (transport.Store, err
 }
 
 // startStore starts the holder of a Holder store when none answers at its
-// socket (this executable's hidden `holder` verb, transport.SpawnHolder).
+// socket (this executable's hidden `holder` verb, transport.SpawnHolder):
+// /proc/self/exe is run, the binary this daemon runs even when an upgrade
+// replaced its file, with the binary's path (os.Executable) as argv[0] so
+// that ps shows "/usr/local/bin/wsfs holder".
 func startStore(st transport.Store, logger *slog.Logger) error {
 	h, ok := st.(*transport.Holder)
 	if !ok {
 		return nil
 	}
-	if _, err := transport.SpawnHolder(h.Socket, []string{"/proc/self/exe", "holder", "--socket", h.Socket}); err != nil {
+	if _, err := transport.SpawnHolder(h.Socket, "/proc/self/exe", holderArgv(h.Socket)); err != nil {
 		return fmt.Errorf("connection holder: %w", err)
 	}
 	pid, _ := h.Ping()
 	logger.Info("connections kept by the holder process", "socket", h.Socket, "pid", pid)
 	return nil
+}
+
+// holderArgv is the holder's argv: this binary's path (os.Executable;
+// /proc/self/exe when it cannot be found), the hidden verb and its socket.
+func holderArgv(socket string) []string {
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	return []string{self, "holder", "--socket", socket}
 }
 
 func init() { registerCommand(newHolderCmd) }

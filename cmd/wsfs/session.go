@@ -115,11 +115,19 @@ func apiFailure(cmd *cobra.Command, err error) error {
 	}
 	switch api.CodeOf(err) {
 	case api.CodeInvalid, api.CodeTooLarge:
-		if code != "unreachable" {
+		if code != "unreachable" && !deniedByPermission(err) {
 			return &reportedError{code: exitUsage}
 		}
 	}
 	return &reportedError{code: exitFailure}
+}
+
+// deniedByPermission reports whether a refusal carries EACCES or EPERM (the
+// session's policy, the host view's rules or the host's permissions said
+// no): the input was well-formed, so it exits as a runtime failure (1),
+// not as a usage error, though the API's code is "invalid".
+func deniedByPermission(err error) bool {
+	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
 }
 
 // checkID refuses a malformed session id argument before asking the daemon.

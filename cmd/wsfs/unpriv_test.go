@@ -141,7 +141,15 @@ func (p *bgProc) exitCode() int {
 // with SIGTERM, waits, and detaches whatever it left mounted under dir.
 func background(t *testing.T, bin, dir, ready string, args ...string) *bgProc {
 	t.Helper()
-	cmd := asNobody(context.Background(), bin, dir, args...)
+	return backgroundCmd(t, asNobody(context.Background(), bin, dir, args...), dir, ready)
+}
+
+// backgroundCmd starts cmd (a wsfs verb, in its own process group) and
+// returns once it printed a line containing ready, as background does; its
+// cleanup is background's.
+func backgroundCmd(t *testing.T, cmd *exec.Cmd, dir, ready string) *bgProc {
+	t.Helper()
+	args := cmd.Args[1:]
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	require.NoError(t, cmd.Start())

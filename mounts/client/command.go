@@ -29,7 +29,8 @@ type ExecOptions struct {
 	// --env): "NAME" passes the caller's NAME, "NAME=VALUE" sets it. A
 	// jail's environment holds only an allow-list of the caller's (PATH,
 	// HOME, TERM, the locale...: confine.PassedEnv) besides these; the
-	// unconfined command gets the whole of Cmd.Env.
+	// unconfined command gets the whole of Cmd.Env. The names the jail
+	// sets itself (confine.JailSetEnv) are refused (exit code 2).
 	Env []string
 	// Binary is the wsfs binary; "" is $WSFS_BIN, else "wsfs" in $PATH.
 	Binary string
