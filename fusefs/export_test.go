@@ -21,6 +21,11 @@ func QueueOverflow() {
 // server there).
 func SetCarriedOut(f func(op, name string)) { carriedOut = f }
 
+// SetBeforeDone sets the hook called when a name-changing request's system
+// call returned and its success is not yet recorded (keep_test.go kills the
+// server there).
+func SetBeforeDone(f func(op, name string)) { beforeDone = f }
+
 // SetCountRecord sets the hook called in place of recording a change of a
 // node's lookup count in the state, with the call that records it
 // (keep_test.go delays a FORGET's past a LOOKUP of the same name).

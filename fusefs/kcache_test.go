@@ -347,11 +347,17 @@ func childServe(root string) {
 		if die := os.Getenv(childDieEnv); die != "" {
 			// keep_test.go: die with the request carried out and not
 			// answered, as a kill -9 at that moment does.
-			fusefs.SetCarriedOut(func(op, name string) {
-				if op+":"+name == die {
-					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			kill := func(stage string) func(op, name string) {
+				return func(op, name string) {
+					if stage+op+":"+name == die {
+						syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					}
 				}
-			})
+			}
+			fusefs.SetCarriedOut(kill(""))
+			// "undone-OP:NAME": after the system call, before its
+			// success is recorded.
+			fusefs.SetBeforeDone(kill("undone-"))
 		}
 		if late := os.Getenv(childForgetLateEnv); late != "" {
 			forgetLate(late)

@@ -112,8 +112,9 @@ func (r *keepReply) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.O
 }
 
 func (r *keepReply) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	again := r.again(&in.InHeader)
+	_, again := r.again(&in.InHeader)
 	st := r.RawFileSystem.Create(cancel, in, name, out)
+	undone("create", name)
 	r.succeeded(&in.InHeader, st)
 	done("create", name)
 	if again && st == fuse.Status(syscall.EEXIST) && in.Flags&syscall.O_EXCL != 0 {
@@ -148,6 +149,18 @@ func (r *keepReply) ReleaseDir(in *fuse.ReleaseIn) {
 // request has been carried out and is not answered yet.
 var carriedOut func(op, name string)
 
+// beforeDone, when set (tests only), is called when a name-changing
+// request's system call has returned and its success is not yet recorded
+// (keep_test.go kills the server there).
+var beforeDone func(op, name string)
+
+// undone calls beforeDone.
+func undone(op, name string) {
+	if beforeDone != nil {
+		beforeDone(op, name)
+	}
+}
+
 // done calls carriedOut.
 func done(op, name string) {
 	if carriedOut != nil {
@@ -160,17 +173,25 @@ func done(op, name string) {
 const uniqueResend = 1 << 63
 
 // again records that the request h is about to change the file system
-// (transport.State.Intend) and reports whether it is one the predecessor
-// carried out with success (State.Done) and the kernel sends again: then a
-// result that says "already done" (EEXIST of a mkdir, ENOENT of an unlink)
-// is the predecessor's work, answered as the success it was, so a kill -9
-// of the server fails no mkdir, rm or mv that it had carried out but not
-// answered. A request the predecessor failed, or was killed in, is
-// answered as its repetition turns out.
-func (r *keepReply) again(h *fuse.InHeader) bool {
+// (transport.State.Intend) and reports, for a request the kernel sends
+// again after a takeover, whether the predecessor had begun it (begun) and
+// whether it carried it out with success (carried, State.Done). A result
+// that says "already done" (EEXIST of a mkdir, ENOENT of an unlink) is
+// then the predecessor's work, answered as the success it was, so a kill
+// -9 of the server fails no mkdir, rm or mv that it had carried out but
+// not answered. A request begun but not marked done may have been killed
+// before its system call or after it: each operation decides below
+// whether the state found tells (a directory where a mkdir was asked, a
+// link to the same inode, an unlinked name), or keeps the repetition's
+// result (an O_EXCL create, whose exclusivity no state found can prove).
+func (r *keepReply) again(h *fuse.InHeader) (begun, carried bool) {
 	base := h.Unique &^ uniqueResend
 	r.m.keepState().Intend(base)
-	return h.Unique&uniqueResend != 0 && r.m.resent[base]
+	if h.Unique&uniqueResend == 0 {
+		return false, false
+	}
+	carried, begun = r.m.resent[base]
+	return begun, carried
 }
 
 // succeeded records that request h succeeded (transport.State.Done).
@@ -178,6 +199,16 @@ func (r *keepReply) succeeded(h *fuse.InHeader, st fuse.Status) {
 	if st.Ok() {
 		r.m.keepState().Done(h.Unique &^ uniqueResend)
 	}
+}
+
+// exists reports whether name is in directory node dir now.
+func (r *keepReply) exists(cancel <-chan struct{}, dir uint64, name string) bool {
+	var out fuse.EntryOut
+	if !r.RawFileSystem.Lookup(cancel, &fuse.InHeader{NodeId: dir}, name, &out).Ok() {
+		return false
+	}
+	r.RawFileSystem.Forget(out.NodeId, 1)
+	return true
 }
 
 // entryOf answers a repeated create of name in h's directory with the
@@ -195,8 +226,9 @@ func (r *keepReply) entryOf(cancel <-chan struct{}, h *fuse.InHeader, name strin
 }
 
 func (r *keepReply) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	again := r.again(&in.InHeader)
+	again, _ := r.again(&in.InHeader) // a directory there is what was asked
 	st := r.RawFileSystem.Mkdir(cancel, in, name, out)
+	undone("mkdir", name)
 	r.succeeded(&in.InHeader, st)
 	done("mkdir", name)
 	if again && st == fuse.Status(syscall.EEXIST) {
@@ -206,7 +238,7 @@ func (r *keepReply) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string,
 }
 
 func (r *keepReply) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	again := r.again(&in.InHeader)
+	again, _ := r.again(&in.InHeader) // an object of the type asked
 	st := r.RawFileSystem.Mknod(cancel, in, name, out)
 	r.succeeded(&in.InHeader, st)
 	if again && st == fuse.Status(syscall.EEXIST) {
@@ -216,7 +248,7 @@ func (r *keepReply) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string,
 }
 
 func (r *keepReply) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	again := r.again(h)
+	_, again := r.again(h) // the link found may have another text
 	st := r.RawFileSystem.Symlink(cancel, h, target, name, out)
 	r.succeeded(h, st)
 	if again && st == fuse.Status(syscall.EEXIST) {
@@ -226,18 +258,25 @@ func (r *keepReply) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, na
 }
 
 func (r *keepReply) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	again := r.again(&in.InHeader)
+	begun, carried := r.again(&in.InHeader)
 	st := r.RawFileSystem.Link(cancel, in, name, out)
+	undone("link", name)
 	r.succeeded(&in.InHeader, st)
-	if again && st == fuse.Status(syscall.EEXIST) {
-		return r.entryOf(cancel, &in.InHeader, name, 0, out)
+	if begun && st == fuse.Status(syscall.EEXIST) {
+		st = r.entryOf(cancel, &in.InHeader, name, 0, out)
+		if st.Ok() && !carried && out.NodeId != in.Oldnodeid {
+			// Another object there: not this link.
+			r.RawFileSystem.Forget(out.NodeId, 1)
+			return fuse.Status(syscall.EEXIST)
+		}
 	}
 	return st
 }
 
 func (r *keepReply) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	again := r.again(h)
+	again, _ := r.again(h) // the name is gone, as asked
 	st := r.RawFileSystem.Unlink(cancel, h, name)
+	undone("unlink", name)
 	r.succeeded(h, st)
 	done("unlink", name)
 	if again && st == fuse.Status(syscall.ENOENT) {
@@ -247,7 +286,7 @@ func (r *keepReply) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string
 }
 
 func (r *keepReply) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	again := r.again(h)
+	again, _ := r.again(h) // the name is gone, as asked
 	st := r.RawFileSystem.Rmdir(cancel, h, name)
 	r.succeeded(h, st)
 	if again && st == fuse.Status(syscall.ENOENT) {
@@ -257,11 +296,13 @@ func (r *keepReply) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string)
 }
 
 func (r *keepReply) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	again := r.again(&in.InHeader)
+	begun, carried := r.again(&in.InHeader)
 	st := r.RawFileSystem.Rename(cancel, in, oldName, newName)
+	undone("rename", oldName)
 	r.succeeded(&in.InHeader, st)
 	done("rename", oldName)
-	if again && st == fuse.Status(syscall.ENOENT) {
+	if begun && st == fuse.Status(syscall.ENOENT) && (carried || r.exists(cancel, in.Newdir, newName)) {
+		// The old name is gone and the new one is there.
 		return fuse.OK
 	}
 	return st

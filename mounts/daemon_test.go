@@ -218,6 +218,12 @@ func startDaemonWith(t testing.TB, dir string, wrap []string, extra ...string) *
 
 func startDaemonCmd(t testing.TB, dir, stateDir, mountBase string, wrap []string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonBin(t, wsfsBin, dir, stateDir, mountBase, wrap, extra...)
+}
+
+// startDaemonBin is startDaemonCmd with the wsfs binary bin (another build).
+func startDaemonBin(t testing.TB, bin, dir, stateDir, mountBase string, wrap []string, extra ...string) *daemon {
+	t.Helper()
 	d := &daemon{
 		t: t, dir: dir,
 		socket:    filepath.Join(dir, "wsfs.sock"),
@@ -225,7 +231,7 @@ func startDaemonCmd(t testing.TB, dir, stateDir, mountBase string, wrap []string
 		mountBase: mountBase,
 		done:      make(chan struct{}),
 	}
-	argv := append(append(append(wrap[:len(wrap):len(wrap)], wsfsBin), "serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase), extra...)
+	argv := append(append(append(wrap[:len(wrap):len(wrap)], bin), "serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase), extra...)
 	d.cmd = exec.Command(argv[0], argv[1:]...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {

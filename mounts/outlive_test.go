@@ -68,6 +68,13 @@ func (l *loop) gap() time.Duration {
 	return l.maxGap
 }
 
+// resetGap starts measuring the longest time between two rounds afresh.
+func (l *loop) resetGap() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.maxGap = 0
+}
+
 // startLoop starts sessionLoop in the mount mnt.
 func startLoop(t *testing.T, mnt, ctl, real string) *loop {
 	t.Helper()

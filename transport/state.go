@@ -124,8 +124,8 @@ type Live struct {
 	Files map[uint32]*File
 	Inos  []InoAlloc
 	// Intended are the requests (by unique number) the predecessor had
-	// carried out with success but maybe not answered, from its intent
-	// ring (State.Intend, State.Done).
+	// begun (State.Intend), from its intent ring, true for those it
+	// carried out with success (State.Done) but maybe did not answer.
 	Intended map[uint64]bool
 }
 
@@ -481,8 +481,8 @@ func (s *State) replay() (*Live, int64, error) {
 	ring := make([]byte, stateHeaderSize-metaSize)
 	if n, _ := unix.Pread(s.fd, ring, metaSize); n == len(ring) {
 		for i := 0; i+8 <= len(ring); i += 8 {
-			if u := binary.LittleEndian.Uint64(ring[i:]); u&intentDone != 0 {
-				live.Intended[u&^intentDone] = true
+			if u := binary.LittleEndian.Uint64(ring[i:]); u != 0 {
+				live.Intended[u&^intentDone] = u&intentDone != 0
 			}
 		}
 	}
