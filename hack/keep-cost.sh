@@ -46,7 +46,9 @@ for rep in $(seq 1 "$REPS"); do
 		mkdir "$mnt/new"; (cd "$mnt/new" && for i in $(seq 1 "$FILES"); do : >"f$i"; done); c=$(now)
 		rm -r "$mnt/new"; d=$(now)
 		if [ "$cfg" = kept ]; then
-			state=$(for f in /proc/"$BM_PID"/fd/*; do case "$(readlink "$f")" in /memfd:wsfs-conn*) stat -L -c '%b * %B' "$f" | bc ;; esac; done | sort -n | tail -1)
+			# The server keeps the state mapped, not open (its
+			# descriptor is closed once the holder has a copy).
+			state=$(for f in /proc/"$BM_PID"/fd/* /proc/"$BM_PID"/map_files/*; do case "$(readlink "$f")" in /memfd:wsfs-conn*) stat -L -c '%b * %B' "$f" | bc ;; esac; done | sort -n | tail -1)
 			t[state]="${t[state]:-} $state"
 		fi
 		kill "$BM_PID"; wait "$BM_PID" || true
