@@ -9,6 +9,7 @@ package mounts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 type jail struct {
 	pid int
 	fd  int
+	rec jailRecord // its record in the state directory (jailrecord.go)
 }
 
 // jailEndTimeout bounds how long ending a jail waits for it to exit after
@@ -54,16 +56,28 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	for _, j := range s.jails {
 		if exited(j.fd) {
 			unix.Close(j.fd)
+			m.forgetJail(j)
 			continue
 		}
 		live = append(live, j)
 	}
+	clear(s.jails[len(live):])
 	s.jails = live
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return errorf(CodeInvalid, "session %q: jail pid %d: %v", id, pid, identity.ErrnoText(err))
 	}
-	s.jails = append(s.jails, jail{pid: pid, fd: fd})
+	// Recorded before it runs: a daemon killed from now on leaves the
+	// record to the next one, which ends the jail (jailrecord.go).
+	rec, err := m.recordJail(id, pid, fd)
+	if err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.ESRCH) {
+			return errorf(CodeInvalid, "session %q: jail pid %d: %v", id, pid, identity.ErrnoText(unix.ESRCH))
+		}
+		return errorf(CodeInternal, "session %q: jail pid %d: record in %s: %v", id, pid, jailRecordsOf(m.stateDir), identity.ErrnoText(err))
+	}
+	s.jails = append(s.jails, jail{pid: pid, fd: fd, rec: rec})
 	m.registerJail(id, pid, fd)
 	m.log.Info("jail started", "session", id, "pid", pid)
 	m.ensureJailView(s)
@@ -78,44 +92,59 @@ func exited(fd int) bool {
 	return err == nil && n > 0
 }
 
-// endJails kills every jail of s (s.mu held) with SIGKILL through pidfds
-// (pidfd_send_signal(2): never another process that reused the pid): the
-// registered process (bwrap) and its children (the jail's PID 1, whose
-// death takes every process of its PID namespace with it), then waits,
-// bounded, until each has exited.
+// endJails kills every jail of s (s.mu held) and removes its record
+// (killJail); one that has exited is forgotten.
 func (m *Manager) endJails(s *session) {
 	for _, j := range s.jails {
 		if exited(j.fd) {
 			unix.Close(j.fd)
-			continue
+		} else {
+			m.killJail(s.rec.ID, j.pid, j.fd)
 		}
-		fds := []int{j.fd}
-		for _, c := range children(j.pid) {
-			if fd, err := unix.PidfdOpen(c, 0); err == nil {
-				fds = append(fds, fd)
-			}
-		}
-		// The outer process first would let its child outlive it for a
-		// moment (PR_SET_PDEATHSIG); kill the children first.
-		for i := len(fds) - 1; i >= 0; i-- {
-			if err := unix.PidfdSendSignal(fds[i], unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
-				m.log.Warn("jail: kill", "session", s.rec.ID, "pid", j.pid, "err", err)
-			}
-		}
-		deadline := time.Now().Add(jailEndTimeout)
-		for _, fd := range fds {
-			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			for time.Now().Before(deadline) {
-				n, err := unix.Poll(p, int(time.Until(deadline).Milliseconds())+1)
-				if n > 0 || err != nil && err != unix.EINTR {
-					break
-				}
-			}
-			unix.Close(fd)
-		}
-		m.log.Info("jail ended", "session", s.rec.ID, "pid", j.pid)
+		m.forgetJail(j)
 	}
 	s.jails = nil
+}
+
+// killJail kills jail pid of session id with SIGKILL through pidfds
+// (pidfd_send_signal(2): never another process that reused the pid): the
+// registered process (bwrap; its pidfd fd, which killJail closes) and its
+// children (the jail's PID 1, whose death takes every process of its PID
+// namespace with it), then waits, bounded, until each has exited.
+func (m *Manager) killJail(id string, pid, fd int) {
+	fds := []int{fd}
+	for _, c := range children(pid) {
+		cfd, err := unix.PidfdOpen(c, 0)
+		if err != nil {
+			continue
+		}
+		// Still pid's child once the pidfd is open: not a process that
+		// reused the pid of one that exited meanwhile.
+		if ppid, err := procParent(c); err != nil || ppid != pid {
+			unix.Close(cfd)
+			continue
+		}
+		fds = append(fds, cfd)
+	}
+	// The outer process first would let its child outlive it for a
+	// moment (PR_SET_PDEATHSIG); kill the children first.
+	for i := len(fds) - 1; i >= 0; i-- {
+		if err := unix.PidfdSendSignal(fds[i], unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
+			m.log.Warn("jail: kill", "session", id, "pid", pid, "err", err)
+		}
+	}
+	deadline := time.Now().Add(jailEndTimeout)
+	for _, fd := range fds {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for time.Now().Before(deadline) {
+			n, err := unix.Poll(p, int(time.Until(deadline).Milliseconds())+1)
+			if n > 0 || err != nil && err != unix.EINTR {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
+	m.log.Info("jail ended", "session", id, "pid", pid)
 }
 
 // children returns the pids of pid's children (/proc/PID/task/PID/children,

@@ -1,0 +1,178 @@
+package mounts_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/mounts/api"
+)
+
+// TestJailEndedAfterCrash: a daemon killed with kill -9 leaves its jails
+// running (bwrap is the caller's child, not the daemon's) with their jail
+// views dead: every write of theirs gives ENOTCONN, and nothing ended them
+// (only a SIGTERM takeover or a stop did). The next daemon ends them from
+// the records in <state>/jails before it serves: every process of the jail
+// (bwrap, the jail's PID 1, the shell and a background job) is gone, by
+// pidfd, and the session serves on, a new jail included. A record whose pid
+// now names another process (another start time), or that comes from
+// another boot, is removed and that process left running.
+func TestJailEndedAfterCrash(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f")
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := d.startJailShell(t, "s1")
+	if got := j.ask(t, `sleep 600 >/dev/null 2>&1 & echo 1 > "$WSFS_ROOT/jailcount" && cat "$WSFS_ROOT/jailcount"`); got != "rc=0 1" {
+		t.Fatalf("jail: write jailcount: %q, want rc=0 1", got)
+	}
+	tree := descendants(j.pid)
+	if len(tree) < 4 { // bwrap, its child (PID 1 in the jail), bash, sleep
+		t.Fatalf("the jail's processes: %v, want at least bwrap, the jail's PID 1, bash and sleep", tree)
+	}
+	fds := map[int]int{}
+	for _, pid := range tree {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open(%d): %v", pid, err)
+		}
+		fds[pid] = fd
+		t.Cleanup(func() { unix.Close(fd) })
+	}
+
+	// A process that is no jail, under a recorded pid: recorded with
+	// another start time (its pid was a jail's, which exited), and with
+	// its own start time but from another boot.
+	other := exec.Command("sleep", "600")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	otherFd, err := unix.PidfdOpen(other.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(otherFd) })
+	start := statStart(t, other.Process.Pid)
+	boot := strings.TrimSpace(readFile(t, "/proc/sys/kernel/random/boot_id"))
+	records := filepath.Join(d.stateDir, "jails")
+	for _, r := range []struct {
+		start uint64
+		boot  string
+	}{{start + 1, boot}, {start, "another-boot"}} {
+		data, err := json.Marshal(map[string]any{"session": "s1", "pid": other.Process.Pid, "start": r.start, "boot": r.boot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(records, fmt.Sprintf("%d-%d.json", other.Process.Pid, r.start)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := entries(t, records), fmt.Sprintf("%d-%d.json", j.pid, statStart(t, j.pid)); !slices.Contains(got, want) {
+		t.Fatalf("jail records %v, want %s among them", got, want)
+	}
+
+	d.kill()
+	d.waitExit(t)
+	// The attack: the jail runs on, its view dead.
+	want := fmt.Sprintf("rc=1 bash: %s/jailcount: Transport endpoint is not connected", canon(t, root))
+	if got := j.ask(t, `echo 2 > "$WSFS_ROOT/jailcount"`); got != want {
+		t.Errorf("jail after kill -9: %q, want %q", got, want)
+	}
+	for pid, fd := range fds {
+		if pidfdExited(fd, 0) {
+			t.Errorf("jail process %d ended with the daemon; the test needs it running", pid)
+		}
+	}
+
+	d2 := startDaemonAt(t, dir, d.stateDir, d.mountBase)
+	for _, pid := range tree {
+		// bwrap and the jail's PID 1 have exited once the next daemon
+		// serves; the rest die with the PID namespace.
+		if !pidfdExited(fds[pid], 10*time.Second) {
+			t.Errorf("jail process %d still runs after the next daemon started", pid)
+		}
+	}
+	if !strings.Contains(d2.logText(), fmt.Sprintf(`msg="recover: ending a jail a dead daemon left" session=s1 pid=%d`, j.pid)) {
+		t.Errorf("the next daemon did not log ending jail %d:\n%s", j.pid, d2.logText())
+	}
+	if pidfdExited(otherFd, 0) {
+		t.Errorf("process %d under a stale jail record was killed", other.Process.Pid)
+	}
+	if got := entries(t, records); len(got) != 0 {
+		t.Errorf("jail records after the next start: %v, want none", got)
+	}
+
+	if got := readFile(t, filepath.Join(s.Mountpoint, "jailcount")); got != "1\n" {
+		t.Errorf("jailcount through the mount after the next start: %q, want 1", got)
+	}
+	if got := d2.exec(t, "s1", []string{"--confine"}, "sh", "-c", `echo 3 > "$WSFS_ROOT/jailcount" && cat "$WSFS_ROOT/jailcount"`); got.code != 0 || got.stdout != "3\n" {
+		t.Errorf("a new jail after the next start: %+v, want exit 0, 3", got)
+	}
+	d2.stop()
+	if got := entries(t, records); len(got) != 0 {
+		t.Errorf("jail records after a stop: %v, want none", got)
+	}
+}
+
+// descendants returns pid and every process below it (/proc/PID/task/TID/
+// children, proc(5)), parents first.
+func descendants(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", out[i]))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", out[i], task.Name()))
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil && !slices.Contains(out, c) {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// statStart returns process pid's start time (/proc/PID/stat field 22).
+func statStart(t *testing.T, pid int) uint64 {
+	t.Helper()
+	s := readFile(t, fmt.Sprintf("/proc/%d/stat", pid))
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	n, err := strconv.ParseUint(f[22-3], 10, 64)
+	if err != nil {
+		t.Fatalf("/proc/%d/stat: %v", pid, err)
+	}
+	return n
+}
+
+// pidfdExited reports whether the process of pidfd fd has exited, waiting
+// up to wait for it.
+func pidfdExited(fd int, wait time.Duration) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(wait)
+	for {
+		n, err := unix.Poll(p, int(time.Until(deadline).Milliseconds()))
+		if n > 0 {
+			return true
+		}
+		if err != unix.EINTR || !time.Now().Before(deadline) {
+			return false
+		}
+	}
+}
