@@ -125,6 +125,10 @@ func TestJailEndedAfterCrash(t *testing.T) {
 	if got := d2.exec(t, "s1", []string{"--confine"}, "sh", "-c", `echo 3 > "$WSFS_ROOT/jailcount" && cat "$WSFS_ROOT/jailcount"`); got.code != 0 || got.stdout != "3\n" {
 		t.Errorf("a new jail after the next start: %+v, want exit 0, 3", got)
 	}
+	// The new jail has exited: its record goes with it.
+	if !waitDirEmpty(t, records, 10*time.Second) {
+		t.Errorf("jail records 10s after the new jail exited: %v, want none", entries(t, records))
+	}
 	d2.stop()
 	if got := entries(t, records); len(got) != 0 {
 		t.Errorf("jail records after a stop: %v, want none", got)
@@ -175,4 +179,29 @@ func pidfdExited(fd int, wait time.Duration) bool {
 			return false
 		}
 	}
+}
+
+// waitDirEmpty waits, up to wait, until dir has no entries, woken by
+// inotify at each removal; false when some are left.
+func waitDirEmpty(t *testing.T, dir string, wait time.Duration) bool {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_MOVED_FROM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(wait)
+	buf := make([]byte, 4096)
+	for len(entries(t, dir)) != 0 {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		unix.Poll(p, int(time.Until(deadline).Milliseconds())+1)
+		unix.Read(fd, buf) // drained: the next removal wakes the poll
+	}
+	return true
 }

@@ -7,7 +7,7 @@ package mounts
 // ENOTCONN, and no one would end them. So every jail is recorded in the
 // state directory when it registers (AddJail), as
 // <state>/jails/<pid>-<start>.json, and the record is removed when the
-// daemon ends the jail or finds it exited; Recover ends every recorded jail
+// jail exits (watchJailExit) or the daemon ends it; Recover ends every recorded jail
 // that is still the same process (its pid, its start time, this boot)
 // before it clears the dead daemon's jail views, the same way a stop ends
 // them (killJail). A record whose pid now names another process (the jail
@@ -125,6 +125,42 @@ func (m *Manager) forgetJail(j jail) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		m.log.Warn("jail: remove record", "pid", j.pid, "path", path, "err", err)
 	}
+}
+
+// watchJailExit removes jail j's record once its process exits (the jail
+// ended on its own): a goroutine waits on a duplicate of its pidfd in the
+// runtime's poller (a pidfd polls readable at exit), holding no thread.
+// Without one (logged), the record goes when the daemon next finds the jail
+// exited (AddJail, endJails) or at the next start.
+func (m *Manager) watchJailExit(j jail) {
+	dup, err := unix.FcntlInt(uintptr(j.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		m.log.Warn("jail: watch exit: dup pidfd", "pid", j.pid, "err", err)
+		return
+	}
+	// O_NONBLOCK makes os.NewFile register it with the poller (the flag is
+	// the shared file description's; nothing reads a pidfd).
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		m.log.Warn("jail: watch exit: pidfd", "pid", j.pid, "err", err)
+		return
+	}
+	f := os.NewFile(uintptr(dup), "pidfd:"+strconv.Itoa(j.pid))
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		m.log.Warn("jail: watch exit: pidfd", "pid", j.pid, "err", err)
+		return
+	}
+	go func() {
+		defer f.Close()
+		// Read calls the function again each time the pidfd polls
+		// readable, until it returns true.
+		if err := rc.Read(func(fd uintptr) bool { return exited(int(fd)) }); err != nil {
+			return
+		}
+		m.forgetJail(j)
+	}()
 }
 
 // endRecordedJails ends every jail a dead daemon recorded that still runs

@@ -77,7 +77,9 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 		}
 		return errorf(CodeInternal, "session %q: jail pid %d: record in %s: %v", id, pid, jailRecordsOf(m.stateDir), identity.ErrnoText(err))
 	}
-	s.jails = append(s.jails, jail{pid: pid, fd: fd, rec: rec})
+	j := jail{pid: pid, fd: fd, rec: rec}
+	s.jails = append(s.jails, j)
+	m.watchJailExit(j)
 	m.registerJail(id, pid, fd)
 	m.log.Info("jail started", "session", id, "pid", pid)
 	m.ensureJailView(s)
