@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,11 +19,12 @@ import (
 	"github.com/wsfs/wsfs/mounts/api"
 )
 
-// TestJailEndedAfterCrash: a daemon killed with kill -9 leaves its jails
-// running (bwrap is the caller's child, not the daemon's) with their jail
-// views dead: every write of theirs gives ENOTCONN, and nothing ended them
-// (only a SIGTERM takeover or a stop did). The next daemon ends them from
-// the records in <state>/jails before it serves: every process of the jail
+// TestJailEndedAfterCrash: a daemon killed with kill -9 (its jail reaper
+// lost too) leaves its jails running (bwrap is the caller's child, not the
+// daemon's) with their jail views dead: every write of theirs gives
+// ENOTCONN, and nothing ended them (only a SIGTERM takeover or a stop
+// did). The next daemon ends them from the records in <state>/jails
+// before it serves: every process of the jail
 // (bwrap, the jail's PID 1, the shell and a background job) is gone, by
 // pidfd, and the session serves on, a new jail included. A record whose pid
 // now names another process (another start time), or that comes from
@@ -88,6 +90,10 @@ func TestJailEndedAfterCrash(t *testing.T) {
 		t.Fatalf("jail records %v, want %s among them", got, want)
 	}
 
+	// The reaper, which ends the jails when the daemon dies, is lost
+	// too (an OOM kill of both, say): the jail is the next daemon's to
+	// end.
+	killReaper(t, d)
 	d.kill()
 	d.waitExit(t)
 	// The attack: the jail runs on, its view dead.
@@ -132,6 +138,78 @@ func TestJailEndedAfterCrash(t *testing.T) {
 	d2.stop()
 	if got := entries(t, records); len(got) != 0 {
 		t.Errorf("jail records after a stop: %v, want none", got)
+	}
+}
+
+// TestJailEndedWithDaemon: when the daemon is killed with kill -9 and no
+// next one starts, its jail reaper ends the jails at once (every process
+// of the jail gone, by pidfd) and exits; the next daemon, started later,
+// finds the jail's record of a process gone and removes it.
+func TestJailEndedWithDaemon(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f")
+	if _, err := d.c.Create(context.Background(), api.CreateRequest{ID: "s1", Root: root}); err != nil {
+		t.Fatal(err)
+	}
+	j := d.startJailShell(t, "s1")
+	if got := j.ask(t, `sleep 600 >/dev/null 2>&1 & echo started`); got != "rc=0 started" {
+		t.Fatalf("jail: background sleep: %q", got)
+	}
+	reaper := reaperPid(t, d)
+	procs := append(descendants(j.pid), reaper)
+	fds := map[int]int{}
+	for _, pid := range procs {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open(%d): %v", pid, err)
+		}
+		fds[pid] = fd
+		t.Cleanup(func() { unix.Close(fd) })
+	}
+	d.kill()
+	d.waitExit(t)
+	for _, pid := range procs {
+		if !pidfdExited(fds[pid], 10*time.Second) {
+			t.Errorf("process %d (jail %d, reaper %d) still runs 10s after the daemon was killed", pid, j.pid, reaper)
+		}
+	}
+	d2 := startDaemonAt(t, dir, d.stateDir, d.mountBase)
+	if !strings.Contains(d2.logText(), fmt.Sprintf(`msg="recover: jail gone" session=s1 pid=%d`, j.pid)) {
+		t.Errorf("the next daemon did not find jail %d gone:\n%s", j.pid, d2.logText())
+	}
+	if got := entries(t, filepath.Join(d.stateDir, "jails")); len(got) != 0 {
+		t.Errorf("jail records after the next start: %v, want none", got)
+	}
+}
+
+// reaperPid returns the pid of d's jail reaper, from its log line.
+func reaperPid(t *testing.T, d *daemon) int {
+	t.Helper()
+	m := regexp.MustCompile(`msg="jail reaper started: it ends the jails if the daemon dies" pid=([0-9]+)`).FindStringSubmatch(d.logText())
+	if m == nil {
+		t.Fatalf("no jail reaper started:\n%s", d.logText())
+	}
+	pid, _ := strconv.Atoi(m[1])
+	return pid
+}
+
+// killReaper kills d's jail reaper and waits for it to exit.
+func killReaper(t *testing.T, d *daemon) {
+	t.Helper()
+	pid := reaperPid(t, d)
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("jail reaper %d: %v", pid, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+		t.Fatalf("kill the jail reaper %d: %v", pid, err)
+	}
+	if !pidfdExited(fd, 10*time.Second) {
+		t.Fatalf("jail reaper %d still runs 10s after SIGKILL", pid)
 	}
 }
 

@@ -80,6 +80,9 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	j := jail{pid: pid, fd: fd, rec: rec}
 	s.jails = append(s.jails, j)
 	m.watchJailExit(j)
+	// Ended by the reaper if this daemon dies (jailreaper.go); without
+	// one, by the next daemon, from the record.
+	m.handToReaper(id, pid, fd)
 	m.registerJail(id, pid, fd)
 	m.log.Info("jail started", "session", id, "pid", pid)
 	m.ensureJailView(s)
@@ -108,12 +111,22 @@ func (m *Manager) endJails(s *session) {
 	s.jails = nil
 }
 
-// killJail kills jail pid of session id with SIGKILL through pidfds
-// (pidfd_send_signal(2): never another process that reused the pid): the
-// registered process (bwrap; its pidfd fd, which killJail closes) and its
-// children (the jail's PID 1, whose death takes every process of its PID
-// namespace with it), then waits, bounded, until each has exited.
+// killJail ends jail pid of session id (killJailTree; fd is its pidfd,
+// which killJail closes) and logs it.
 func (m *Manager) killJail(id string, pid, fd int) {
+	if err := killJailTree(pid, fd); err != nil {
+		m.log.Warn("jail: kill", "session", id, "pid", pid, "err", err)
+	}
+	m.log.Info("jail ended", "session", id, "pid", pid)
+}
+
+// killJailTree kills jail pid with SIGKILL through pidfds
+// (pidfd_send_signal(2): never another process that reused the pid): the
+// registered process (bwrap; its pidfd fd, which killJailTree closes) and
+// its children (the jail's PID 1, whose death takes every process of its
+// PID namespace with it), then waits, bounded, until each has exited. The
+// error is the first signal that failed (but for ESRCH: exited already).
+func killJailTree(pid, fd int) error {
 	fds := []int{fd}
 	for _, c := range children(pid) {
 		cfd, err := unix.PidfdOpen(c, 0)
@@ -128,11 +141,12 @@ func (m *Manager) killJail(id string, pid, fd int) {
 		}
 		fds = append(fds, cfd)
 	}
+	var first error
 	// The outer process first would let its child outlive it for a
 	// moment (PR_SET_PDEATHSIG); kill the children first.
 	for i := len(fds) - 1; i >= 0; i-- {
-		if err := unix.PidfdSendSignal(fds[i], unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
-			m.log.Warn("jail: kill", "session", id, "pid", pid, "err", err)
+		if err := unix.PidfdSendSignal(fds[i], unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH && first == nil {
+			first = err
 		}
 	}
 	deadline := time.Now().Add(jailEndTimeout)
@@ -146,7 +160,7 @@ func (m *Manager) killJail(id string, pid, fd int) {
 		}
 		unix.Close(fd)
 	}
-	m.log.Info("jail ended", "session", id, "pid", pid)
+	return first
 }
 
 // children returns the pids of pid's children (/proc/PID/task/PID/children,
