@@ -143,8 +143,10 @@ func TestJailEndedAfterCrash(t *testing.T) {
 
 // TestJailEndedWithDaemon: when the daemon is killed with kill -9 and no
 // next one starts, its jail reaper ends the jails at once (every process
-// of the jail gone, by pidfd) and exits; the next daemon, started later,
-// finds the jail's record of a process gone and removes it.
+// of both jails gone, by pidfd) and exits; a reaper killed before is
+// replaced with the next jail and the new one ends the earlier jail too.
+// The next daemon, started later, finds the jails' records of processes
+// gone and removes them.
 func TestJailEndedWithDaemon(t *testing.T) {
 	needJail(t)
 	dir := newDaemonDir(t)
@@ -158,8 +160,16 @@ func TestJailEndedWithDaemon(t *testing.T) {
 	if got := j.ask(t, `sleep 600 >/dev/null 2>&1 & echo started`); got != "rc=0 started" {
 		t.Fatalf("jail: background sleep: %q", got)
 	}
+	// A reaper that dies is replaced with the next jail, and the new one
+	// is handed the jails that run already too.
+	first := reaperPid(t, d)
+	killReaper(t, d)
+	j2 := d.startJailShell(t, "s1")
 	reaper := reaperPid(t, d)
-	procs := append(descendants(j.pid), reaper)
+	if reaper == first {
+		t.Fatalf("no new jail reaper after the first (%d) was killed:\n%s", first, d.logText())
+	}
+	procs := append(append(descendants(j.pid), descendants(j2.pid)...), reaper)
 	fds := map[int]int{}
 	for _, pid := range procs {
 		fd, err := unix.PidfdOpen(pid, 0)
@@ -173,26 +183,28 @@ func TestJailEndedWithDaemon(t *testing.T) {
 	d.waitExit(t)
 	for _, pid := range procs {
 		if !pidfdExited(fds[pid], 10*time.Second) {
-			t.Errorf("process %d (jail %d, reaper %d) still runs 10s after the daemon was killed", pid, j.pid, reaper)
+			t.Errorf("process %d (jails %d and %d, reaper %d) still runs 10s after the daemon was killed", pid, j.pid, j2.pid, reaper)
 		}
 	}
 	d2 := startDaemonAt(t, dir, d.stateDir, d.mountBase)
-	if !strings.Contains(d2.logText(), fmt.Sprintf(`msg="recover: jail gone" session=s1 pid=%d`, j.pid)) {
-		t.Errorf("the next daemon did not find jail %d gone:\n%s", j.pid, d2.logText())
+	for _, pid := range []int{j.pid, j2.pid} {
+		if !strings.Contains(d2.logText(), fmt.Sprintf(`msg="recover: jail gone" session=s1 pid=%d`, pid)) {
+			t.Errorf("the next daemon did not find jail %d gone:\n%s", pid, d2.logText())
+		}
 	}
 	if got := entries(t, filepath.Join(d.stateDir, "jails")); len(got) != 0 {
 		t.Errorf("jail records after the next start: %v, want none", got)
 	}
 }
 
-// reaperPid returns the pid of d's jail reaper, from its log line.
+// reaperPid returns the pid of d's jail reaper, from its last log line.
 func reaperPid(t *testing.T, d *daemon) int {
 	t.Helper()
-	m := regexp.MustCompile(`msg="jail reaper started: it ends the jails if the daemon dies" pid=([0-9]+)`).FindStringSubmatch(d.logText())
-	if m == nil {
+	ms := regexp.MustCompile(`msg="jail reaper started: it ends the jails if the daemon dies" pid=([0-9]+)`).FindAllStringSubmatch(d.logText(), -1)
+	if ms == nil {
 		t.Fatalf("no jail reaper started:\n%s", d.logText())
 	}
-	pid, _ := strconv.Atoi(m[1])
+	pid, _ := strconv.Atoi(ms[len(ms)-1][1])
 	return pid
 }
 

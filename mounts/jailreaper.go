@@ -29,8 +29,9 @@ type JailReaper struct {
 	// PID is the reaper process's pid.
 	PID int
 
-	mu sync.Mutex
-	fd int // the daemon's end of the SOCK_SEQPACKET pair; -1 once closed
+	pidfd int // on the reaper (it is the daemon's child: never reused before the daemon reaps it)
+	mu    sync.Mutex
+	fd    int // the daemon's end of the SOCK_SEQPACKET pair; -1 once closed
 }
 
 // StartJailReaper starts the reaper process: path run with argv (argv[0]
@@ -61,7 +62,15 @@ func StartJailReaper(path string, argv []string) (*JailReaper, error) {
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("jail reaper: start %s: %w", argv[0], err)
 	}
-	r := &JailReaper{PID: cmd.Process.Pid, fd: fds[0]}
+	// Opened before it can be reaped: the pidfd is the reaper's.
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		unix.Close(fds[0])
+		return nil, fmt.Errorf("jail reaper: pidfd_open(%d): %w", cmd.Process.Pid, err)
+	}
+	r := &JailReaper{PID: cmd.Process.Pid, pidfd: pidfd, fd: fds[0]}
 	// Reaped when it exits, so that no zombie is left while the daemon
 	// runs on (it exits only with the daemon, or killed).
 	go cmd.Wait()
@@ -69,24 +78,53 @@ func StartJailReaper(path string, argv []string) (*JailReaper, error) {
 }
 
 // handToReaper gives jail pid (pidfd fd) of session id to the reaper,
-// started with the first jail; a failure is logged.
+// started with the first jail. A reaper that died (killed) is replaced,
+// and the new one is handed every live jail (Manager.liveJails, this one
+// among them); one that is alive but does not take it (stopped: its
+// socket is full) is kept, since closing its socket would make it end the
+// jails. Failures are logged.
 func (m *Manager) handToReaper(id string, pid, fd int) {
 	if m.startReaper == nil {
 		return
 	}
 	m.jailMu.Lock()
 	defer m.jailMu.Unlock()
-	if m.reaper == nil {
-		r, err := m.startReaper()
-		if err != nil {
-			m.log.Warn("jail reaper: not started; a jail of a killed daemon runs on until the next one starts", "err", err)
+	if r := m.reaper; r != nil {
+		err := r.hand(pid, fd)
+		if err == nil {
 			return
 		}
-		m.reaper = r
-		m.log.Info("jail reaper started: it ends the jails if the daemon dies", "pid", r.PID)
+		if !exited(r.pidfd) {
+			m.log.Warn("jail: hand to the reaper", "session", id, "pid", pid, "reaper", r.PID, "err", err)
+			return
+		}
+		m.log.Warn("jail reaper gone; starting another", "reaper", r.PID)
+		r.Close()
+		m.reaper = nil
 	}
-	if err := m.reaper.hand(pid, fd); err != nil {
-		m.log.Warn("jail: hand to the reaper", "session", id, "pid", pid, "reaper", m.reaper.PID, "err", err)
+	r, err := m.startReaper()
+	if err != nil {
+		m.log.Warn("jail reaper: not started; a jail of a killed daemon runs on until the next one starts", "err", err)
+		return
+	}
+	m.reaper = r
+	m.log.Info("jail reaper started: it ends the jails if the daemon dies", "pid", r.PID)
+	handed := false
+	for _, j := range m.liveJails {
+		if j.fd == fd || j.pid == pid {
+			handed = true
+		}
+		if exited(j.fd) {
+			continue
+		}
+		if err := r.hand(j.pid, j.fd); err != nil {
+			m.log.Warn("jail: hand to the reaper", "session", j.session, "pid", j.pid, "reaper", r.PID, "err", err)
+		}
+	}
+	if !handed { // not in the registry (registerJail failed)
+		if err := r.hand(pid, fd); err != nil {
+			m.log.Warn("jail: hand to the reaper", "session", id, "pid", pid, "reaper", r.PID, "err", err)
+		}
 	}
 }
 
@@ -107,7 +145,9 @@ func (r *JailReaper) hand(pid, fd int) error {
 	if r.fd < 0 {
 		return errors.New("jail reaper: closed")
 	}
-	return unix.Sendmsg(r.fd, []byte(strconv.Itoa(pid)), unix.UnixRights(fd), nil, 0)
+	// Never blocking a jail's start on a stopped reaper; never SIGPIPE
+	// for one that died.
+	return unix.Sendmsg(r.fd, []byte(strconv.Itoa(pid)), unix.UnixRights(fd), nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 }
 
 // Close closes the daemon's end: the reaper ends the jails it holds that
@@ -119,6 +159,7 @@ func (r *JailReaper) Close() error {
 		return nil
 	}
 	err := unix.Close(r.fd)
+	unix.Close(r.pidfd)
 	r.fd = -1
 	return err
 }

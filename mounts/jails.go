@@ -80,10 +80,10 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	j := jail{pid: pid, fd: fd, rec: rec}
 	s.jails = append(s.jails, j)
 	m.watchJailExit(j)
+	m.registerJail(id, pid, fd)
 	// Ended by the reaper if this daemon dies (jailreaper.go); without
 	// one, by the next daemon, from the record.
 	m.handToReaper(id, pid, fd)
-	m.registerJail(id, pid, fd)
 	m.log.Info("jail started", "session", id, "pid", pid)
 	m.ensureJailView(s)
 	return nil
