@@ -5,7 +5,9 @@ package mounts
 // into its own mount namespace, which would keep
 // the FUSE connection (and an old server's mount) alive after the daemon
 // unmounts it; so the daemon holds a pidfd per jail and ends the jails
-// before it unmounts, removes or restarts a session.
+// before it unmounts, removes or restarts a session. A daemon that dies
+// cannot: its jail reaper ends them then (jailreaper.go), or else the next
+// daemon, from their records (jailrecord.go).
 
 import (
 	"context"
@@ -37,12 +39,15 @@ const jailEndTimeout = 5 * time.Second
 // AddJail registers process pid (the caller of the API, which then execs
 // bwrap in place: same pid) as a jail of session id: the daemon opens a
 // pidfd on it (pidfd_open(2)) and ends it before the session is unmounted,
-// removed, or the daemon stops. Jails that have exited are forgotten here.
+// removed, or the daemon stops; it records the jail in the state
+// directory (jailrecord.go) and hands it to the jail reaper
+// (Config.JailReaper), so that it is ended when the daemon dies too. Jails
+// that have exited are forgotten here.
 // The session's jail view (links as stored, at <mount-base>/@jail/<id>) is
 // mounted with the first jail, for the jail to show at the root's path.
 //
 // Errors: ErrNotFound, ErrFailed, ErrInvalid (pid 0 or not a live
-// process).
+// process), CodeInternal (the record cannot be written).
 func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	if pid <= 0 {
 		return errorf(CodeInvalid, "session %q: jail pid %d: must be a process id", id, pid)
