@@ -20,6 +20,7 @@ import (
 type jailShell struct {
 	in  io.WriteCloser
 	out *bufio.Reader
+	pid int // the jail's outer process (wsfs exec, then bwrap)
 }
 
 // startJailShell starts the jail; cleanup kills it and waits for it.
@@ -42,7 +43,7 @@ func (d *daemon) startJailShell(t *testing.T, id string) *jailShell {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
-	j := &jailShell{in: in, out: bufio.NewReader(stdout)}
+	j := &jailShell{in: in, out: bufio.NewReader(stdout), pid: cmd.Process.Pid}
 	if line, err := j.out.ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("jail of %s did not start: %q %v\nstderr %s", id, line, err, stderr.String())
 	}

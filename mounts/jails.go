@@ -5,10 +5,13 @@ package mounts
 // into its own mount namespace, which would keep
 // the FUSE connection (and an old server's mount) alive after the daemon
 // unmounts it; so the daemon holds a pidfd per jail and ends the jails
-// before it unmounts, removes or restarts a session.
+// before it unmounts, removes or restarts a session. A daemon that dies
+// cannot: its jail reaper ends them then (jailreaper.go), or else the next
+// daemon, from their records (jailrecord.go).
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,6 +29,7 @@ import (
 type jail struct {
 	pid int
 	fd  int
+	rec jailRecord // its record in the state directory (jailrecord.go)
 }
 
 // jailEndTimeout bounds how long ending a jail waits for it to exit after
@@ -35,12 +39,15 @@ const jailEndTimeout = 5 * time.Second
 // AddJail registers process pid (the caller of the API, which then execs
 // bwrap in place: same pid) as a jail of session id: the daemon opens a
 // pidfd on it (pidfd_open(2)) and ends it before the session is unmounted,
-// removed, or the daemon stops. Jails that have exited are forgotten here.
+// removed, or the daemon stops; it records the jail in the state
+// directory (jailrecord.go) and hands it to the jail reaper
+// (Config.JailReaper), so that it is ended when the daemon dies too. Jails
+// that have exited are forgotten here.
 // The session's jail view (links as stored, at <mount-base>/@jail/<id>) is
 // mounted with the first jail, for the jail to show at the root's path.
 //
 // Errors: ErrNotFound, ErrFailed, ErrInvalid (pid 0 or not a live
-// process).
+// process), CodeInternal (the record cannot be written).
 func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	if pid <= 0 {
 		return errorf(CodeInvalid, "session %q: jail pid %d: must be a process id", id, pid)
@@ -54,17 +61,34 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	for _, j := range s.jails {
 		if exited(j.fd) {
 			unix.Close(j.fd)
+			m.forgetJail(j)
 			continue
 		}
 		live = append(live, j)
 	}
+	clear(s.jails[len(live):])
 	s.jails = live
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return errorf(CodeInvalid, "session %q: jail pid %d: %v", id, pid, identity.ErrnoText(err))
 	}
-	s.jails = append(s.jails, jail{pid: pid, fd: fd})
+	// Recorded before it runs: a daemon killed from now on leaves the
+	// record to the next one, which ends the jail (jailrecord.go).
+	rec, err := m.recordJail(id, pid, fd)
+	if err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.ESRCH) {
+			return errorf(CodeInvalid, "session %q: jail pid %d: %v", id, pid, identity.ErrnoText(unix.ESRCH))
+		}
+		return errorf(CodeInternal, "session %q: jail pid %d: record in %s: %v", id, pid, jailRecordsOf(m.stateDir), identity.ErrnoText(err))
+	}
+	j := jail{pid: pid, fd: fd, rec: rec}
+	s.jails = append(s.jails, j)
+	m.watchJailExit(j)
 	m.registerJail(id, pid, fd)
+	// Ended by the reaper if this daemon dies (jailreaper.go); without
+	// one, by the next daemon, from the record.
+	m.handToReaper(id, pid, fd)
 	m.log.Info("jail started", "session", id, "pid", pid)
 	m.ensureJailView(s)
 	return nil
@@ -78,44 +102,70 @@ func exited(fd int) bool {
 	return err == nil && n > 0
 }
 
-// endJails kills every jail of s (s.mu held) with SIGKILL through pidfds
-// (pidfd_send_signal(2): never another process that reused the pid): the
-// registered process (bwrap) and its children (the jail's PID 1, whose
-// death takes every process of its PID namespace with it), then waits,
-// bounded, until each has exited.
+// endJails kills every jail of s (s.mu held) and removes its record
+// (killJail); one that has exited is forgotten.
 func (m *Manager) endJails(s *session) {
 	for _, j := range s.jails {
 		if exited(j.fd) {
 			unix.Close(j.fd)
-			continue
+		} else {
+			m.killJail(s.rec.ID, j.pid, j.fd)
 		}
-		fds := []int{j.fd}
-		for _, c := range children(j.pid) {
-			if fd, err := unix.PidfdOpen(c, 0); err == nil {
-				fds = append(fds, fd)
-			}
-		}
-		// The outer process first would let its child outlive it for a
-		// moment (PR_SET_PDEATHSIG); kill the children first.
-		for i := len(fds) - 1; i >= 0; i-- {
-			if err := unix.PidfdSendSignal(fds[i], unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
-				m.log.Warn("jail: kill", "session", s.rec.ID, "pid", j.pid, "err", err)
-			}
-		}
-		deadline := time.Now().Add(jailEndTimeout)
-		for _, fd := range fds {
-			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			for time.Now().Before(deadline) {
-				n, err := unix.Poll(p, int(time.Until(deadline).Milliseconds())+1)
-				if n > 0 || err != nil && err != unix.EINTR {
-					break
-				}
-			}
-			unix.Close(fd)
-		}
-		m.log.Info("jail ended", "session", s.rec.ID, "pid", j.pid)
+		m.forgetJail(j)
 	}
 	s.jails = nil
+}
+
+// killJail ends jail pid of session id (killJailTree; fd is its pidfd,
+// which killJail closes) and logs it.
+func (m *Manager) killJail(id string, pid, fd int) {
+	if err := killJailTree(pid, fd); err != nil {
+		m.log.Warn("jail: kill", "session", id, "pid", pid, "err", err)
+	}
+	m.log.Info("jail ended", "session", id, "pid", pid)
+}
+
+// killJailTree kills jail pid with SIGKILL through pidfds
+// (pidfd_send_signal(2): never another process that reused the pid): the
+// registered process (bwrap; its pidfd fd, which killJailTree closes) and
+// its children (the jail's PID 1, whose death takes every process of its
+// PID namespace with it), then waits, bounded, until each has exited. The
+// error is the first signal that failed (but for ESRCH: exited already).
+func killJailTree(pid, fd int) error {
+	fds := []int{fd}
+	for _, c := range children(pid) {
+		cfd, err := unix.PidfdOpen(c, 0)
+		if err != nil {
+			continue
+		}
+		// Still pid's child once the pidfd is open: not a process that
+		// reused the pid of one that exited meanwhile.
+		if ppid, err := procParent(c); err != nil || ppid != pid {
+			unix.Close(cfd)
+			continue
+		}
+		fds = append(fds, cfd)
+	}
+	var first error
+	// The outer process first would let its child outlive it for a
+	// moment (PR_SET_PDEATHSIG); kill the children first.
+	for i := len(fds) - 1; i >= 0; i-- {
+		if err := unix.PidfdSendSignal(fds[i], unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH && first == nil {
+			first = err
+		}
+	}
+	deadline := time.Now().Add(jailEndTimeout)
+	for _, fd := range fds {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for time.Now().Before(deadline) {
+			n, err := unix.Poll(p, int(time.Until(deadline).Milliseconds())+1)
+			if n > 0 || err != nil && err != unix.EINTR {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
+	return first
 }
 
 // children returns the pids of pid's children (/proc/PID/task/PID/children,

@@ -204,6 +204,7 @@ func (m *Manager) Detach(ctx context.Context) error {
 			late++
 		}
 	}
+	m.closeReaper() // every jail is ended: it exits
 	if m.lock != nil {
 		m.lock.Close()
 	}

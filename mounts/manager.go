@@ -43,6 +43,10 @@ type Manager struct {
 	log       *slog.Logger
 	lock      *os.File
 	store     transport.Store // Config.Store; nil: connections are not kept
+	// startReaper is Config.JailReaper; reaper the reaper it started
+	// (nil: none yet), guarded by jailMu.
+	startReaper func() (*JailReaper, error)
+	reaper      *JailReaper
 
 	// kept are the connections taken from store at Recover, by
 	// mountpoint, until a session adopts them (recoverOne) or Recover
@@ -158,6 +162,7 @@ func New(cfg Config) (m *Manager, err error) {
 		mountBase:   base,
 		log:         cfg.Logger,
 		store:       cfg.Store,
+		startReaper: cfg.JailReaper,
 		transport:   mode,
 		sessions:    make(map[string]*session),
 		mountpoints: make(map[string]string),
@@ -456,6 +461,7 @@ func (m *Manager) Close(ctx context.Context) error {
 			break
 		}
 	}
+	m.closeReaper() // every jail is ended: it exits
 	if m.lock != nil {
 		m.lock.Close()
 	}

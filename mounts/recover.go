@@ -71,6 +71,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 			}
 		}
 	}
+	// The jails a dead daemon left run on with its jail views dead
+	// (ENOTCONN): ended first, as a stop ends them.
+	m.endRecordedJails()
 	for _, dir := range []string{jailViewDir, jailHostViewDir} {
 		if views, err := os.ReadDir(filepath.Join(m.mountBase, dir)); err == nil {
 			for _, e := range views {

@@ -47,6 +47,13 @@ type Config struct {
 	// (transport.TakeConns) instead of mounting again, and Detach stops
 	// without unmounting. nil: connections end with the process.
 	Store transport.Store
+	// JailReaper, when set, starts the jail reaper at the first jail
+	// (StartJailReaper; again at the next jail when it failed, logged):
+	// it is handed every jail the Manager registers (AddJail) and ends
+	// those still running when the daemon exits, a kill -9 included
+	// (their views die with it). nil: a killed daemon's jails run on
+	// until the next daemon's Recover ends them from their records.
+	JailReaper func() (*JailReaper, error)
 	// Takeover, when the state directory's lock is held by a live daemon,
 	// asks it to stop (SIGTERM: it detaches, see Detach) and waits for
 	// the lock, instead of refusing. A second successor that loses the

@@ -139,7 +139,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	cfg := mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
 		Hidden: []string{socket}, Takeover: f.takeover, FuseTransport: mode, // the socket: hidden from every host view
-		OwnMountBase: ownBase}
+		OwnMountBase: ownBase,
+		// The jails of a daemon that dies are ended by the reaper, the
+		// next daemon or none coming (mounts/jailreaper.go).
+		JailReaper: func() (*mounts.JailReaper, error) {
+			return mounts.StartJailReaper("/proc/self/exe", []string{selfPath(), "jail-reaper"})
+		}}
 	if f.keep {
 		store, err := connectionStore(stateDir, logger)
 		if err != nil {
@@ -280,11 +285,40 @@ func startStore(st transport.Store, logger *slog.Logger) error {
 // holderArgv is the holder's argv: this binary's path (os.Executable;
 // /proc/self/exe when it cannot be found), the hidden verb and its socket.
 func holderArgv(socket string) []string {
+	return []string{selfPath(), "holder", "--socket", socket}
+}
+
+// selfPath is this binary's path for the argv[0] of the processes the
+// daemon starts (os.Executable; /proc/self/exe when it cannot be found):
+// ps shows it, though they run /proc/self/exe.
+func selfPath() string {
 	self, err := os.Executable()
 	if err != nil {
-		self = "/proc/self/exe"
+		return "/proc/self/exe"
 	}
-	return []string{self, "holder", "--socket", socket}
+	return self
+}
+
+func init() { registerCommand(newJailReaperCmd) }
+
+// newJailReaperCmd returns the hidden `wsfs jail-reaper` verb: the process
+// wsfs serve starts with its first jail, which ends the daemon's jails when
+// the daemon dies (mounts.RunJailReaper, on descriptor 3).
+func newJailReaperCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "jail-reaper",
+		Short:  "End the daemon's jails when it dies (started by wsfs serve)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+			conn := os.NewFile(3, "jail-reaper")
+			if conn == nil {
+				return errors.New("jail-reaper: no descriptor 3: it is started by wsfs serve")
+			}
+			return mounts.RunJailReaper(conn)
+		},
+	}
 }
 
 func init() { registerCommand(newHolderCmd) }
