@@ -33,6 +33,9 @@ type crossings struct {
 	// list is the snapshot read without the lock: one entry per mount
 	// point, nil or empty while no lookup crossed a mount.
 	list atomic.Pointer[[]*crossed]
+	// mapped is set while one of them has a source: only then is a path
+	// decided elsewhere than where it is (a tmpfs alone changes nothing).
+	mapped atomic.Bool
 	// hide holds the places hidden as in the host view (DefaultHidden,
 	// Config.Hidden, the other sessions' places in Config.Shared): a
 	// mount whose source lies there is hidden (EACCES "hostview:hidden").
@@ -56,9 +59,14 @@ func newCrossings(root string, hidden []string, shared *PlaceIndex, owner string
 	return &crossings{root: root, byID: map[uint64]*crossed{}, hide: h}
 }
 
-// active reports whether a mount inside the root is known: only then can a
-// path be decided elsewhere than where it is.
+// active reports whether a mount inside the root with a source is known:
+// only then can a path be decided elsewhere than where it is.
 func (cs *crossings) active() bool {
+	return cs != nil && cs.mapped.Load()
+}
+
+// known reports whether any mount inside the root is known.
+func (cs *crossings) known() bool {
 	if cs == nil {
 		return false
 	}
@@ -66,11 +74,29 @@ func (cs *crossings) active() bool {
 	return l != nil && len(*l) > 0
 }
 
+// entries returns the list published last.
+func (cs *crossings) entries() []*crossed {
+	if l := cs.list.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// store publishes next as the list (cs.mu held).
+func (cs *crossings) store(next []*crossed) {
+	mapped := false
+	for _, c := range next {
+		mapped = mapped || len(c.srcs) > 0
+	}
+	cs.list.Store(&next)
+	cs.mapped.Store(mapped)
+}
+
 // innermost returns the known mount whose point holds p, the innermost one,
 // with strict one whose point is not p itself; nil when none.
 func (cs *crossings) innermost(p string, strict bool) *crossed {
 	var best *crossed
-	for _, c := range *cs.list.Load() {
+	for _, c := range cs.entries() {
 		if (strict && c.point == p) || !identity.Within(p, c.point) {
 			continue
 		}
@@ -194,6 +220,16 @@ func (cs *crossings) learnTable(want func(point string) bool) {
 		}
 		cs.put(&crossed{point: mp, srcs: mountSources(table, mp, e)})
 	}
+	// What is known there but no longer mounted is the project again.
+	var next []*crossed
+	for _, c := range cs.entries() {
+		if _, ok := table[c.point]; ok || !want(c.point) {
+			next = append(next, c)
+		} else if c.id != 0 {
+			delete(cs.byID, c.id)
+		}
+	}
+	cs.store(next)
 }
 
 // put replaces the entry at c.point with c (cs.mu held).
@@ -207,17 +243,17 @@ func (cs *crossings) put(c *crossed) {
 		}
 	}
 	next = append(next, c)
-	cs.list.Store(&next)
+	cs.store(next)
 }
 
 // notMount drops what is known at the point p, where a lookup found no
 // mount (unmounted since): p is part of the project again.
 func (cs *crossings) notMount(p string) {
-	if !cs.active() {
+	if !cs.known() {
 		return
 	}
 	found := false
-	for _, c := range *cs.list.Load() {
+	for _, c := range cs.entries() {
 		if c.point == p {
 			found = true
 		}
@@ -228,23 +264,23 @@ func (cs *crossings) notMount(p string) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	var next []*crossed
-	for _, o := range *cs.list.Load() {
+	for _, o := range cs.entries() {
 		if o.point != p {
 			next = append(next, o)
 		} else if o.id != 0 {
 			delete(cs.byID, o.id)
 		}
 	}
-	cs.list.Store(&next)
+	cs.store(next)
 }
 
 // points returns the mount points known, for SetPolicy's invalidations.
 func (cs *crossings) points() []string {
-	if !cs.active() {
+	if !cs.known() {
 		return nil
 	}
 	var out []string
-	for _, c := range *cs.list.Load() {
+	for _, c := range cs.entries() {
 		out = append(out, c.point)
 	}
 	return out

@@ -55,7 +55,7 @@ func TestCrossMountDecidedAtSource(t *testing.T) {
 	ro := filepath.Join(base, "ro")
 	state := filepath.Join(base, "state")
 	outside := varTmpDirT(t)
-	for _, d := range []string{none, ro, filepath.Join(state, "sessions")} {
+	for _, d := range []string{none, filepath.Join(ro, "t"), filepath.Join(state, "sessions")} {
 		mkdirT(t, d, 0o755)
 	}
 	writeFileT(t, filepath.Join(none, "f"), "secret\n", 0o644)
@@ -82,6 +82,12 @@ func TestCrossMountDecidedAtSource(t *testing.T) {
 		t.Fatalf("mount tmpfs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(filepath.Join(w, "tmp"), unix.MNT_DETACH) })
+	// A tmpfs mounted inside the read-only bind: no other host path, so
+	// decided where it is mounted, as the bind decides it.
+	if err := unix.Mount("wsfs-cross", filepath.Join(w, "bro/t"), "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(w, "bro/t"), unix.MNT_DETACH) })
 	before := map[string]map[string]string{}
 	for _, d := range []string{none, ro, state, outside} {
 		before[d] = treeSnapshot(t, d)
@@ -102,6 +108,7 @@ func TestCrossMountDecidedAtSource(t *testing.T) {
 		{"bst/sessions/s1.json", policy.OpCreate, syscall.EACCES, "hostview:hidden"},
 		{"bout/f", policy.OpWrite, syscall.EROFS, "outside:read-only"},
 		{"bout/f", policy.OpRead, 0, "outside:read-only"},
+		{"bro/t/x", policy.OpCreate, syscall.EROFS, "additional:read-only"},
 		{"tmp/f", policy.OpWrite, 0, "primary:read-write"},
 		{"plain/f", policy.OpWrite, 0, "primary:read-write"},
 	} {
@@ -124,11 +131,15 @@ func TestCrossMountDecidedAtSource(t *testing.T) {
 		{"echo '{}' > bst/sessions/s1.json", "Permission denied"},
 		{"echo PWN > bout/f", "Read-only file system"},
 		{"mkdir bout/d", "Read-only file system"},
+		{"touch bro/t/x", "Read-only file system"},
 	} {
 		_, errOut, code := shEnv(t, m, nil, c.script)
 		if code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%s: exit %d stderr %q, want %q", c.script, code, errOut, c.want)
 		}
+	}
+	if out := shOK(t, m, "ls"); out != "bm\nbout\nbro\nbst\nplain\ntmp\n" {
+		t.Errorf("ls work = %q, want every name listed", out)
 	}
 	if out := shOK(t, m, "cat bro/f bout/f"); out != "ro\nout\n" {
 		t.Errorf("cat bro/f bout/f = %q", out)
