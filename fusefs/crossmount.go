@@ -187,7 +187,10 @@ func (cs *crossings) crossInto(dirfd int, name, p string) (int, syscall.Stat_t, 
 		return fd, st, nil
 	}
 	all := identity.ParseMountinfo(string(data))
-	table := parseMountinfo(string(data))
+	table := make(map[string]MountEntry, len(all))
+	for _, e := range all { // parseMountinfo's table, from the same parse
+		table[e.Point] = MountEntry{Dev: e.Dev, FSType: e.FSType, Root: e.Root, Source: e.Source}
+	}
 	for _, e := range all {
 		if uint64(e.ID) == id {
 			c := &crossed{id: unique, point: p,
@@ -361,6 +364,9 @@ func (cs *crossings) hiddenAt(pol *policy.Policy, q string) bool {
 // and notices a crossing into another mount (RESOLVE_NO_XDEV: no extra
 // system call when there is none), which it learns (crossInto).
 func (cs *crossings) openChild(dirfd int, name, p string) (int, syscall.Stat_t, error) {
+	if cs == nil {
+		return openPathStat(dirfd, name)
+	}
 	fd, err := retryFd(func() (int, error) {
 		return unix.Openat2(dirfd, name, &unix.OpenHow{
 			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
