@@ -240,8 +240,12 @@ func (cs *crossings) put(c *crossed) {
 	var next []*crossed
 	if l := cs.list.Load(); l != nil {
 		for _, o := range *l {
-			if o.point != c.point {
+			switch {
+			case o.point != c.point:
 				next = append(next, o)
+			case o.id != 0 && cs.byID[o.id] == o:
+				// Replaced: its mount is learned again at its next crossing.
+				delete(cs.byID, o.id)
 			}
 		}
 	}

@@ -204,3 +204,42 @@ func TestCrossMountPolicyChange(t *testing.T) {
 		t.Errorf("other/f = %q", b)
 	}
 }
+
+// A mount unmounted on the host leaves its point to the project: the next
+// lookup there finds no mount and the directory is decided where it is.
+func TestCrossMountUnmounted(t *testing.T) {
+	base := canonT(t, t.TempDir())
+	none := filepath.Join(base, "none")
+	mkdirT(t, none, 0o755)
+	writeFileT(t, filepath.Join(none, "f"), "secret\n", 0o644)
+	backing, mnt, srv := mountT(t, withRoot(none, policy.AccessNone), withPopulate(func(t *testing.T, b string) {
+		mkdirT(t, filepath.Join(b, "bm"), 0o755)
+	}))
+	bm := filepath.Join(backing, "bm")
+	if err := unix.Mount(none, bm, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			unix.Unmount(bm, unix.MNT_DETACH)
+		}
+	})
+	_, errOut, code := shEnv(t, mnt, nil, "cat bm/f")
+	if code == 0 || !strings.Contains(errOut, "Permission denied") {
+		t.Fatalf("cat bm/f: exit %d stderr %q, want Permission denied", code, errOut)
+	}
+	if err := unix.Unmount(bm, 0); err != nil {
+		t.Fatalf("unmount %s: %v", bm, err)
+	}
+	mounted = false
+	if out := shOK(t, mnt, "echo P > bm/f && cat bm/f"); out != "P\n" {
+		t.Errorf("bm/f after the unmount = %q, want the project's own directory writable", out)
+	}
+	if d := srv.Decide(policy.OpWrite, bm+"/f"); !d.Allow || d.Rule != "primary:read-write" {
+		t.Errorf("Decide(write, bm/f) after the unmount = %+v, want primary:read-write", d)
+	}
+	if b, _ := os.ReadFile(filepath.Join(none, "f")); string(b) != "secret\n" {
+		t.Errorf("none/f = %q, want it unchanged", b)
+	}
+}

@@ -403,15 +403,14 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return nil, m.deny(ctx, "lookup", p, d)
 		}
 	}
-	if m.cross.active() {
-		// In a mount inside the root, reads are decided at the source
-		// too (a bind mount of a none root is hidden as the root is).
-		p = join(n.phys(), name)
-		if errno := m.checkCrossRead(ctx, "lookup", p); errno != 0 {
-			return nil, errno
-		}
-	}
 	if ch := n.revalidate(name, out); ch != nil {
+		if m.cross.active() {
+			// In a mount inside the root, reads are decided at the
+			// source too (a bind of a none root is hidden as the root is).
+			if errno := m.checkCrossRead(ctx, "lookup", join(n.phys(), name)); errno != 0 {
+				return nil, errno
+			}
+		}
 		return ch, 0
 	}
 	if p == "" {
@@ -432,7 +431,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, toErrno(err)
 	}
 	if m.host == nil && m.cross.active() {
-		// A mount point just crossed is decided at its source.
+		// Below a mount inside the root, or a mount point just crossed
+		// (openChild learned it, or that it is no mount any more):
+		// decided at the source.
 		if errno := m.checkCrossRead(ctx, "lookup", p); errno != 0 {
 			unix.Close(fd)
 			return nil, errno
