@@ -163,19 +163,28 @@ func mountIDs(fd int) (unique, id uint64, err error) {
 	return unique, id, nil
 }
 
+// denyMountUnknown refuses a mount inside the root whose source could not
+// be looked for (the mount table unreadable, the mount gone from it
+// between the open and the read): it may be a bind of a none root.
+var denyMountUnknown = policy.Decision{Errno: syscall.EACCES, Rule: "mount:unknown"}
+
 // crossInto opens name in dirfd (physical path p), a mount point inside the
 // root, as openPathStat does, and learns the mount it enters: its source
-// from the mount table the first time that mount is seen. The descriptor
-// of a mount the table does not list (unmounted meanwhile) is still
-// returned; p is then decided where it is.
+// from the mount table the first time that mount is seen. A mount whose
+// source cannot be looked for is refused (a *denial, denyMountUnknown) and
+// the descriptor closed.
 func (cs *crossings) crossInto(dirfd int, name, p string) (int, syscall.Stat_t, error) {
 	fd, st, err := openPathStat(dirfd, name)
 	if err != nil {
 		return fd, st, err
 	}
+	refuse := func() (int, syscall.Stat_t, error) {
+		unix.Close(fd)
+		return -1, syscall.Stat_t{}, &denial{denyMountUnknown}
+	}
 	unique, id, ierr := mountIDs(fd)
 	if ierr != nil {
-		return fd, st, nil
+		return refuse()
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -184,7 +193,7 @@ func (cs *crossings) crossInto(dirfd int, name, p string) (int, syscall.Stat_t, 
 	}
 	data, rerr := os.ReadFile("/proc/self/mountinfo")
 	if rerr != nil {
-		return fd, st, nil
+		return refuse()
 	}
 	all := identity.ParseMountinfo(string(data))
 	table := make(map[string]MountEntry, len(all))
@@ -199,10 +208,10 @@ func (cs *crossings) crossInto(dirfd int, name, p string) (int, syscall.Stat_t, 
 				cs.byID[unique] = c
 			}
 			cs.put(c)
-			break
+			return fd, st, nil
 		}
 	}
-	return fd, st, nil
+	return refuse()
 }
 
 // learnTable registers, from the mount table, every mount strictly inside
