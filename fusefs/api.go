@@ -84,6 +84,15 @@ type Config struct {
 	// Called on the request path: it must be quick and must not use the
 	// mount.
 	BeforeWrite func(path string)
+	// Hidden, Shared and Owner are the session's host view's
+	// (HostViewConfig): a mount inside Root is decided at its source, and
+	// one whose source lies in a place the host view hides (DefaultHidden,
+	// Hidden, the places Shared holds for owners other than Owner) is
+	// hidden as that place is (EACCES "hostview:hidden"). Hidden entries
+	// must be absolute.
+	Hidden []string
+	Shared *PlaceIndex
+	Owner  string
 	// NonEmpty allows a non-empty mountpoint.
 	NonEmpty bool
 	// Debug logs every FUSE request (go-fuse's debug output) to stderr.

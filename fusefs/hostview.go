@@ -157,10 +157,18 @@ func (h *hostView) visible(pol *policy.Policy) []string {
 // links) inside a hidden one is visible, a hidden place inside a visible
 // one (another session's root inside an additional root) is hidden.
 func (h *hostView) hiddenAt(pol *policy.Policy, p string) (hidden, passage bool) {
+	if h.shared != nil {
+		h.shared.note(h, p)
+	}
+	return h.hiddenIn(pol, p)
+}
+
+// hiddenIn is hiddenAt without noting p for the shared index's
+// invalidations (a session mount deciding a mount's source).
+func (h *hostView) hiddenIn(pol *policy.Policy, p string) (hidden, passage bool) {
 	vis := h.visible(pol)
 	hid := -1
 	if h.shared != nil {
-		h.shared.note(h, p)
 		hid = h.shared.innermostLen(p, h.owner)
 	}
 	for _, list := range [2][]string{*h.hidden.Load(), h.defHide} {
@@ -532,7 +540,13 @@ func forgetEntry(rootNode *node, root, p string, drop bool) {
 // earlier policy; deciding there keeps a narrowing to none in force at once
 // for them (README: "the next operation of every process sees it").
 func (n *node) checkHostRead(ctx context.Context, op string) syscall.Errno {
-	if n.m.host == nil || n.linkText != "" {
+	if n.m.host == nil {
+		if n.m.cross.active() {
+			return n.m.checkCrossRead(ctx, op, n.where())
+		}
+		return 0
+	}
+	if n.linkText != "" {
 		return 0
 	}
 	p := n.where()

@@ -49,6 +49,9 @@ type mount struct {
 	// host is set on a host view (MountHostView): hidden places, session
 	// links, mount-type checks.
 	host *hostView
+	// cross is set on a session mount (Mount): the mounts inside the root
+	// its lookups crossed, decided at their source (crossmount.go).
+	cross *crossings
 	// backing is Config.Backing, canonical, when it differs from root:
 	// where() maps a descriptor's path below it to the same path below
 	// root. before is Config.BeforeWrite.
@@ -164,7 +167,13 @@ func (m *mount) decide(op policy.Op, p string, obj policy.Object) policy.Decisio
 			return d
 		}
 	}
-	d := m.policy().DecideAt(op, p, obj)
+	var d policy.Decision
+	if srcs := m.cross.sources(p); srcs != nil {
+		// In a mount inside the root: decided where its objects are.
+		d = m.cross.decideSources(m.policy(), op, srcs, obj)
+	} else {
+		d = m.policy().DecideAt(op, p, obj)
+	}
 	if d.Allow && op.IsWrite() && m.before != nil {
 		m.before(p)
 	}
@@ -182,9 +191,13 @@ func (m *mount) decidePair(link bool, src, dst string, so, do policy.Object) pol
 		}
 	}
 	var d policy.Decision
-	if link {
+	ss, ds := m.cross.sources(src), m.cross.sources(dst)
+	switch {
+	case ss != nil || ds != nil:
+		d = m.cross.decidePair(m.policy(), link, src, dst, ss, ds, so, do)
+	case link:
 		d = m.policy().DecideLinkAt(src, dst, so, do)
-	} else {
+	default:
 		d = m.policy().DecideRenameAt(src, dst, so, do)
 	}
 	if d.Allow && m.before != nil {
@@ -391,6 +404,13 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		}
 	}
 	if ch := n.revalidate(name, out); ch != nil {
+		if m.cross.active() {
+			// In a mount inside the root, reads are decided at the
+			// source too (a bind of a none root is hidden as the root is).
+			if errno := m.checkCrossRead(ctx, "lookup", join(n.phys(), name)); errno != 0 {
+				return nil, errno
+			}
+		}
 		return ch, 0
 	}
 	if p == "" {
@@ -402,13 +422,22 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if m.host != nil {
 		fd, st, err = m.host.openChild(m.policy(), n.fd(), name, p)
 	} else {
-		fd, st, err = openPathStat(n.fd(), name)
+		fd, st, err = m.cross.openChild(n.fd(), name, p)
 	}
 	if err != nil {
 		if d, ok := err.(*denial); ok {
 			return nil, m.deny(ctx, "lookup", p, d.d)
 		}
 		return nil, toErrno(err)
+	}
+	if m.host == nil && m.cross.active() {
+		// Below a mount inside the root, or a mount point just crossed
+		// (openChild learned it, or that it is no mount any more):
+		// decided at the source.
+		if errno := m.checkCrossRead(ctx, "lookup", p); errno != 0 {
+			unix.Close(fd)
+			return nil, errno
+		}
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && m.symlinks != SymlinksFollow {
 		text, err := n.childText(name, fd, &st)
@@ -621,8 +650,13 @@ func (m *mount) deny(ctx context.Context, op, p string, d policy.Decision) sysca
 	if c, ok := fuse.FromContext(ctx); ok {
 		pid, uid, gid = c.Pid, c.Uid, c.Gid
 	}
-	m.log.Info("denied", m.sessionAttr("op", op, "path", p, "rule", d.Rule,
-		"errno", identity.ErrnoName(d.Errno), "pid", pid, "uid", uid, "gid", gid)...)
+	kv := []any{"op", op, "path", p, "rule", d.Rule,
+		"errno", identity.ErrnoName(d.Errno), "pid", pid, "uid", uid, "gid", gid}
+	if srcs := m.cross.sources(p); srcs != nil {
+		// In a mount inside the root: where the object is, which decided.
+		kv = append(kv, "source", strings.Join(srcs, ","))
+	}
+	m.log.Info("denied", m.sessionAttr(kv...)...)
 	return d.Errno
 }
 

@@ -115,6 +115,14 @@ func Mount(cfg Config) (*Server, error) {
 		}
 		hostView = filepath.Clean(cfg.HostView)
 	}
+	var hidden []string
+	for _, h := range cfg.Hidden {
+		if !filepath.IsAbs(h) {
+			unix.Close(rootFd)
+			return nil, fmt.Errorf("hidden path %q: must be absolute", h)
+		}
+		hidden = append(hidden, filepath.Clean(h))
+	}
 	m := &mount{
 		linkRules: linkRules{root: root, mountpoint: filepath.Clean(cfg.Mountpoint), mountCanon: mpCanon, hostView: hostView, symlinks: mode},
 		dev:       st.Dev,
@@ -124,6 +132,12 @@ func Mount(cfg Config) (*Server, error) {
 	}
 	if served != root {
 		m.backing = served
+	}
+	m.cross = newCrossings(root, hidden, cfg.Shared, cfg.Owner)
+	if cfg.Adopt != nil {
+		// The restored nodes were never looked up by this process: the
+		// mounts inside the root they may lie in are learned now.
+		m.cross.learnTable(func(string) bool { return true })
 	}
 	m.pol.Store(cfg.Policy)
 	return m.serve(rootFd, &st, serveOpts{
@@ -524,6 +538,12 @@ func (s *Server) SetPolicy(p *policy.Policy) {
 	for _, place := range changed {
 		s.forgetEntry(place, false)
 	}
+	// A mount inside the root is decided at its source, which the change
+	// may concern: its entry is dropped (the node too, so the next lookup
+	// decides again).
+	for _, mp := range s.m.cross.points() {
+		s.forgetEntry(mp, true)
+	}
 	if s.m.host != nil && len(changed) > 0 {
 		s.forgetMountsFrom(changed)
 	}
@@ -571,6 +591,11 @@ func changedRoots(a, b policy.Spec) []string {
 // object) is not known here. Decide reads /proc/self/mountinfo on a host
 // view: meant for a cd, not for every access.
 func (s *Server) Decide(op policy.Op, p string) policy.Decision {
+	if cs := s.m.cross; cs != nil && p != s.m.root && identity.Within(p, s.m.root) {
+		// The mounts on the way to p inside the root, which no lookup
+		// may have crossed yet: what a lookup there would learn.
+		cs.learnTable(func(mp string) bool { return identity.Within(p, mp) })
+	}
 	d := s.m.decide(op, p, policy.Object{})
 	if h := s.m.host; h != nil && d.Allow {
 		if md, ok := h.mountsGate(s.m.policy(), p); !ok {

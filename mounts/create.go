@@ -492,6 +492,7 @@ func (c *creation) mount(ctx context.Context) error {
 		Root: root, Mountpoint: key, Policy: c.pol, Symlinks: c.symlinks,
 		Logger: m.labelled(c.spec.Labels), Session: id, HostView: m.hostViewOf(id), Users: c.spec.Users,
 		Keep: m.store, Transport: m.transport,
+		Hidden: m.viewHidden(), Shared: m.places, Owner: id,
 	}, c.layer))
 	if err != nil {
 		return errorf(CodeInternal, "session %q: mount %s on %s: %v", id, root, key, err)

@@ -67,6 +67,7 @@ func (m *Manager) ensureJailView(s *session) {
 			srv, err := fusefs.Mount(layered(fusefs.Config{
 				Root: s.rec.Root, Mountpoint: dir, Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
 				Logger: m.labelled(s.rec.Labels), Session: id, Transport: m.transport, Users: s.rec.Users,
+				Hidden: m.viewHidden(), Shared: m.places, Owner: id,
 				// With the watcher, as the session mount: long kernel cache
 				// timeouts made safe by invalidations; both mounts share the
 				// process's inotify instance and each directory's watch.

@@ -145,6 +145,7 @@ func (m *Manager) adoptSession(id string, s *session, rec record) (done bool, er
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
 		Symlinks: rec.Symlinks, Logger: log, Session: id, HostView: m.hostViewOf(id), Users: rec.Users,
 		Keep: m.store, Adopt: mc, Transport: m.transport,
+		Hidden: m.viewHidden(), Shared: m.places, Owner: id,
 	}, lay))
 	if err != nil {
 		// The host view serves already: unmounting it ends its

@@ -386,7 +386,7 @@ func TestTwoSuccessors(t *testing.T) {
 	}
 	type started struct {
 		cmd  *exec.Cmd
-		errb strings.Builder
+		errb lockedBuilder // read while the survivor still writes to it
 		done chan error
 	}
 	var succ [2]*started
@@ -449,4 +449,23 @@ func exitCode(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// lockedBuilder is a strings.Builder safe for one writer (a child's stderr
+// copier) and concurrent readers.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

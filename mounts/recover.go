@@ -249,6 +249,7 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 		Root: rec.Root, Mountpoint: rec.Mountpoint, Policy: pol,
 		Symlinks: rec.Symlinks, Logger: m.labelled(rec.Labels), Session: id, HostView: m.hostViewOf(id), Users: rec.Users,
 		Keep: m.store, Transport: m.transport,
+		Hidden: m.viewHidden(), Shared: m.places, Owner: id,
 	}, lay))
 	if err != nil {
 		m.unmountHostView(id)

@@ -59,8 +59,14 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 		name = res.MountPath
 	}
 	res.Display = resolver.Display(cwd, path, name)
-	res.Read = decision(s.pol.Decide(policy.OpRead, res.Key))
-	res.Write = decision(s.pol.Decide(policy.OpWrite, res.Key))
+	decide := s.pol.Decide
+	if s.srv != nil && identity.Within(key, v.root) {
+		// The mount's answer: a mount inside the root is decided at its
+		// source (fusefs.Server.Decide).
+		decide = s.srv.Decide
+	}
+	res.Read = decision(decide(policy.OpRead, res.Key))
+	res.Write = decision(decide(policy.OpWrite, res.Key))
 	return res, nil
 }
 
