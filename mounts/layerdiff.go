@@ -70,6 +70,15 @@ func relJoin(dir, name string) string {
 // Conflict.
 func (l *Layer) Diff(text bool) ([]api.Change, error) {
 	d := &differ{l: l, text: text}
+	var err error
+	if d.uroot, err = openRoot(l.Upper()); err != nil {
+		return nil, fmt.Errorf("layer %q: diff: %s: %s", l.Dir, l.Upper(), identity.ErrnoText(err))
+	}
+	defer unix.Close(d.uroot)
+	if d.lroot, err = openRoot(l.Lower); err != nil {
+		return nil, fmt.Errorf("layer %q: diff: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
+	}
+	defer unix.Close(d.lroot)
 	// The root's own attributes (chmod -R, say, reaches it too).
 	ust, uerr := lstatBeneath(l.Upper(), ".")
 	lst, lerr := lstatBeneath(l.Lower, ".")
@@ -109,9 +118,10 @@ func sortChanges(cs []api.Change) {
 
 // differ is one Diff walk.
 type differ struct {
-	l    *Layer
-	text bool
-	out  []api.Change
+	l            *Layer
+	text         bool
+	out          []api.Change
+	uroot, lroot int // the upper directory and the project, open O_PATH
 }
 
 // walk compares the upper directory urel with the project's directory lrel
@@ -164,6 +174,11 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: typeName(ust.Mode)})
 		default:
 			fields, diff, err := d.compare(up, lp, &ust, lst)
+			var rt errRetyped
+			if errors.As(err, &rt) {
+				d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: typeName(rt.mode)})
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -252,16 +267,13 @@ func (d *differ) compare(up, lp string, ust, lst *unix.Stat_t) ([]string, string
 	var diff string
 	switch ust.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		ub, uerr := readBeneath(d.l.Upper(), up)
-		lb, lerr := readBeneath(d.l.Lower, lp)
-		if uerr != nil {
-			return nil, "", uerr
+		same, text, err := d.compareFiles(up, lp)
+		if err != nil {
+			return nil, "", err
 		}
-		if lerr != nil || !bytes.Equal(ub, lb) {
+		if !same {
 			fields = append(fields, "content")
-			if d.text && lerr == nil {
-				diff = unifiedDiff(lp, up, lb, ub)
-			}
+			diff = text
 		}
 	case unix.S_IFLNK:
 		ut, _ := readlinkBeneath(d.l.Upper(), up)
@@ -298,15 +310,77 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
-// readBeneath reads the regular file rel below dir.
-func readBeneath(dir, rel string) ([]byte, error) {
-	fd, err := openBeneath(dir, rel, unix.O_RDONLY|unix.O_NOFOLLOW)
-	if err != nil {
-		return nil, err
+// errRetyped is compareFiles's error when a side is no regular file
+// any more (a session swapped it, for a FIFO say): it is then reported by
+// its type, never opened.
+type errRetyped struct{ mode uint32 }
+
+func (e errRetyped) Error() string { return "now a " + typeName(e.mode) }
+
+// compareFiles reports whether the upper regular file up and the
+// project's lp hold the same bytes, streaming (sizes first, then equal
+// sizes chunk by chunk; neither side is ever read whole), and, for text
+// asked for and both sides within maxDiffText, their unified diff. A side
+// no longer a regular file: errRetyped (the upper's) or different content
+// (the project's).
+func (d *differ) compareFiles(up, lp string) (bool, string, error) {
+	uf, ust, err := openRegular(d.uroot, up)
+	if err == errNotRegular {
+		return false, "", errRetyped{ust.Mode}
 	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	return io.ReadAll(f)
+	if err != nil {
+		return false, "", err
+	}
+	defer uf.Close()
+	lf, lst, err := openRegular(d.lroot, lp)
+	if err != nil {
+		return false, "", nil
+	}
+	defer lf.Close()
+	same, err := sameContent(uf, lf, ust.Size, lst.Size)
+	if err != nil || same {
+		return same, "", err
+	}
+	if !d.text || ust.Size > maxDiffText || lst.Size > maxDiffText {
+		return false, "", nil
+	}
+	ub, err := io.ReadAll(io.NewSectionReader(uf, 0, maxDiffText+1))
+	if err != nil {
+		return false, "", err
+	}
+	lb, err := io.ReadAll(io.NewSectionReader(lf, 0, maxDiffText+1))
+	if err != nil {
+		return false, "", err
+	}
+	return false, unifiedDiff(lp, up, lb, ub), nil
+}
+
+// sameContent reports whether a (size as) and b (bs) hold the same bytes,
+// read in chunks from the start.
+func sameContent(a, b *os.File, as, bs int64) (bool, error) {
+	if as != bs {
+		return false, nil
+	}
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	ra, rb := io.NewSectionReader(a, 0, as+1), io.NewSectionReader(b, 0, bs+1)
+	for {
+		na, ea := io.ReadFull(ra, ba)
+		nb, eb := io.ReadFull(rb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		aEnd := ea == io.EOF || ea == io.ErrUnexpectedEOF
+		bEnd := eb == io.EOF || eb == io.ErrUnexpectedEOF
+		if ea != nil && !aEnd {
+			return false, ea
+		}
+		if eb != nil && !bEnd {
+			return false, eb
+		}
+		if aEnd || bEnd {
+			return aEnd == bEnd, nil
+		}
+	}
 }
 
 // readlinkBeneath reads the symlink rel below dir.
