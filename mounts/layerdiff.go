@@ -9,14 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -591,7 +588,7 @@ func opOf(c api.Change) policy.Op {
 // (so that a directory the session renamed is still there to be renamed);
 // each checked with decide (the session's policy now), a conflict (the
 // project changed there since the session's first write) refused unless
-// force, each file written beside its target and renamed over it, a
+// force, each file made in a private directory beside its target and renamed over it, a
 // directory made before what lies in it. A directory the session renamed
 // is renamed in the project (both its paths must be in paths), so that
 // what the session left untouched in it stays the project's. A path not
@@ -605,16 +602,16 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 	if err != nil {
 		return res, err
 	}
-	proj, err := os.OpenRoot(l.Lower)
+	proj, err := openRoot(l.Lower)
 	if err != nil {
 		return res, fmt.Errorf("layer %q: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
 	}
-	defer proj.Close()
-	merged, err := os.OpenRoot(l.Merged())
+	defer unix.Close(proj)
+	merged, err := openRoot(l.Merged())
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, l.Merged(), identity.ErrnoText(err))
 	}
-	defer merged.Close()
+	defer unix.Close(merged)
 	renamedTo := map[string]string{} // a renamed directory's origin → its path
 	for _, c := range changes {
 		if c.Kind == ChangeRenamed {
@@ -675,7 +672,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			if !check(c) {
 				continue
 			}
-			if err := proj.RemoveAll(c.Path); err != nil {
+			if err := removeAllAt(proj, c.Path); err != nil {
 				res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: identity.ErrnoText(err)})
 				continue
 			}
@@ -691,7 +688,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 // conflict (unless force), may be removed and the target does not exist in
 // the project; then the layer's directory loses its redirect (the project
 // has it at its own path now).
-func (l *Layer) commitRename(proj *os.Root, c api.Change, paths []string, decide decider, force bool) error {
+func (l *Layer) commitRename(proj int, c api.Change, paths []string, decide decider, force bool) error {
 	if !within(c.From, paths) {
 		return fmt.Errorf("renamed from %s in the session: commit both paths", c.From)
 	}
@@ -705,10 +702,20 @@ func (l *Layer) commitRename(proj *os.Root, c api.Change, paths []string, decide
 	if err := decide(policy.OpRmdir, filepath.Join(l.Lower, c.From)); err != nil {
 		return fmt.Errorf("its origin %s: %v", c.From, err)
 	}
-	if _, err := proj.Lstat(c.Path); err == nil {
-		return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
+	fpd, fname, err := parentAt(proj, c.From)
+	if err != nil {
+		return err
 	}
-	if err := proj.Rename(c.From, c.Path); err != nil {
+	defer unix.Close(fpd)
+	tpd, tname, err := parentAt(proj, c.Path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tpd)
+	if err := unix.Renameat2(fpd, fname, tpd, tname, unix.RENAME_NOREPLACE); err != nil {
+		if err == unix.EEXIST {
+			return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
+		}
 		return err
 	}
 	fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
@@ -735,19 +742,19 @@ func skippedBy(p string, skipped []string) string {
 
 // apply makes the project (proj) hold at c.Path what the session sees
 // (merged).
-func (l *Layer) apply(proj, merged *os.Root, c api.Change) error {
+func (l *Layer) apply(proj, merged int, c api.Change) error {
 	switch c.Kind {
 	case ChangeDeleted:
-		return proj.RemoveAll(c.Path)
+		return removeAllAt(proj, c.Path)
 	case ChangeModified:
 		if !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
-			return copyMeta(merged, proj, c.Path)
+			return metaAt(merged, proj, c.Path)
 		}
-		return put(merged, proj, c.Path, false)
+		return putAt(merged, proj, c.Path, false, c.Type)
 	case ChangeRenamed:
-		return put(merged, proj, c.Path, true)
+		return putAt(merged, proj, c.Path, true, c.Type)
 	}
-	return put(merged, proj, c.Path, false)
+	return putAt(merged, proj, c.Path, false, c.Type)
 }
 
 // Discard undoes the changes under paths in the layer, through the
@@ -761,16 +768,16 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	if err != nil {
 		return res, err
 	}
-	proj, err := os.OpenRoot(l.Lower)
+	proj, err := openRoot(l.Lower)
 	if err != nil {
 		return res, fmt.Errorf("layer %q: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
 	}
-	defer proj.Close()
-	merged, err := os.OpenRoot(l.Merged())
+	defer unix.Close(proj)
+	merged, err := openRoot(l.Merged())
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, l.Merged(), identity.ErrnoText(err))
 	}
-	defer merged.Close()
+	defer unix.Close(merged)
 	// What lies below a directory that is removed or replaced whole (added,
 	// renamed, of another type) goes with it.
 	var whole []string
@@ -793,12 +800,12 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 		var err error
 		switch {
 		case c.Kind == ChangeAdded || c.Kind == ChangeRenamed:
-			err = merged.RemoveAll(c.Path)
+			err = removeAllAt(merged, c.Path)
 		case c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target"):
-			err = copyMeta(proj, merged, c.Path)
+			err = metaAt(proj, merged, c.Path)
 		default:
-			if err = merged.RemoveAll(c.Path); err == nil {
-				err = put(proj, merged, c.Path, true)
+			if err = removeAllAt(merged, c.Path); err == nil {
+				err = putAt(proj, merged, c.Path, true, "")
 			}
 		}
 		if err != nil {
@@ -810,179 +817,6 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	}
 	slices.Reverse(res.Applied)
 	return res, nil
-}
-
-// put makes dst hold at rel a copy of src's object there (type, content or
-// link text, mode, owner, xattrs, modification time): a file or link made
-// under a temporary name beside rel and renamed over it; a directory made
-// when missing (what was there of another type removed first), its
-// attributes set, and with tree its whole content copied too.
-func put(src, dst *os.Root, rel string, tree bool) error {
-	st, err := src.Lstat(rel)
-	if err != nil {
-		return err
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	old, oerr := dst.Lstat(rel)
-	if st.IsDir() {
-		if oerr == nil && !old.IsDir() {
-			if err := dst.Remove(rel); err != nil {
-				return err
-			}
-			oerr = fs.ErrNotExist
-		}
-		if oerr != nil {
-			if err := dst.Mkdir(rel, st.Mode().Perm()); err != nil {
-				return err
-			}
-		}
-		if err := copyMeta(src, dst, rel); err != nil {
-			return err
-		}
-		if !tree {
-			return nil
-		}
-		d, err := src.Open(rel)
-		if err != nil {
-			return err
-		}
-		names, err := d.Readdirnames(-1)
-		d.Close()
-		if err != nil {
-			return err
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			if err := put(src, dst, relJoin(rel, n), true); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tmp := filepath.Join(filepath.Dir(rel), ".wsfs-commit-"+randName())
-	switch st.Mode().Type() {
-	case 0:
-		in, err := src.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(out, in)
-		if err == nil {
-			err = out.Sync()
-		}
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			dst.Remove(tmp)
-			return err
-		}
-	case fs.ModeSymlink:
-		text, err := src.Readlink(rel)
-		if err != nil {
-			return err
-		}
-		if err := dst.Symlink(text, tmp); err != nil {
-			return err
-		}
-	default:
-		pd, err := dst.Open(filepath.Dir(rel))
-		if err != nil {
-			return err
-		}
-		err = unix.Mknodat(int(pd.Fd()), filepath.Base(tmp), sys.Mode&(unix.S_IFMT|0o7777), int(sys.Rdev))
-		pd.Close()
-		if err != nil {
-			return err
-		}
-	}
-	if err := copyMeta(src, dst, rel, tmp); err != nil {
-		dst.Remove(tmp)
-		return err
-	}
-	if oerr == nil && old.IsDir() {
-		if err := dst.RemoveAll(rel); err != nil {
-			dst.Remove(tmp)
-			return err
-		}
-	}
-	if err := dst.Rename(tmp, rel); err != nil {
-		dst.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
-// copyMeta gives dst's object at to (rel when not given) the owner, mode,
-// extended attributes and modification time of src's object at rel.
-func copyMeta(src, dst *os.Root, rel string, to ...string) error {
-	target := rel
-	if len(to) > 0 {
-		target = to[0]
-	}
-	st, err := src.Lstat(rel)
-	if err != nil {
-		return err
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	if err := dst.Lchown(target, int(sys.Uid), int(sys.Gid)); err != nil {
-		return err
-	}
-	if st.Mode().Type() == fs.ModeSymlink {
-		return nil
-	}
-	// Chmod after chown: chown(2) clears the set-id bits.
-	pd, err := dst.Open(filepath.Dir(target))
-	if err != nil {
-		return err
-	}
-	defer pd.Close()
-	if err := unix.Fchmodat(int(pd.Fd()), filepath.Base(target), sys.Mode&0o7777, 0); err != nil {
-		return err
-	}
-	sf, err := openIn(src, rel)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(sf)
-	df, err := openIn(dst, target)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(df)
-	want, have := xattrsOf(sf), xattrsOf(df)
-	dp := "/proc/self/fd/" + fmt.Sprint(df)
-	for k := range have {
-		if _, ok := want[k]; !ok {
-			if err := unix.Removexattr(dp, k); err != nil {
-				return fmt.Errorf("removexattr %s: %w", k, err)
-			}
-		}
-	}
-	for k, v := range want {
-		if have[k] != v {
-			if err := unix.Setxattr(dp, k, []byte(v), 0); err != nil {
-				return fmt.Errorf("setxattr %s: %w", k, err)
-			}
-		}
-	}
-	return dst.Chtimes(target, time.Time{}, st.ModTime())
-}
-
-// openIn opens rel in r as an O_PATH descriptor (not following a last
-// symlink).
-func openIn(r *os.Root, rel string) (int, error) {
-	pd, err := r.Open(filepath.Dir(rel))
-	if err != nil {
-		return -1, err
-	}
-	defer pd.Close()
-	return unix.Openat(int(pd.Fd()), filepath.Base(rel), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
 
 // randName returns 12 random hex digits.
