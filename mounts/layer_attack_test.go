@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -281,5 +283,71 @@ func TestLayerDiscardExchangeRace(t *testing.T) {
 	}
 	if !reflect.DeepEqual(entries(t, root), []string{"m"}) || modeOf(t, filepath.Join(root, "m")) != unix.S_IFREG|0o606 {
 		t.Fatalf("the project changed: %v", entries(t, root))
+	}
+}
+
+// A commit racing a host directory swap (renameat2 RENAME_EXCHANGE of the
+// two directories it writes into, again and again) leaves nothing of its
+// own behind: each path is applied or refused, and no .wsfs-commit-* name
+// is in the project afterwards (50 root-owned temporary files, mode 0600,
+// were left when a temporary file's directory was swapped between its
+// creation and its removal by name).
+func TestLayerCommitDirSwapLeavesNothing(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	var names []string
+	for _, sub := range []string{"a", "b"} {
+		for i := range 30 {
+			names = append(names, filepath.Join(sub, "f"+strconv.Itoa(i)))
+		}
+	}
+	mkTree(t, root, names...)
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "L", Root: root, Layer: true, Policy: &api.Policy{Mode: "full-access"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.exec(t, "L", nil, "bash", "-c", "for f in a/* b/*; do head -c 256K /dev/zero > $f; done"); r.code != 0 {
+		t.Fatalf("layer writes: %+v", r)
+	}
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	var quit atomic.Bool
+	var swaps atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !quit.Load() {
+			if unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE) == nil {
+				swaps.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() { quit.Store(true); wg.Wait() })
+	res, err := d.c.Commit(ctx, "L", nil, true)
+	quit.Store(true)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if n := len(res.Applied) + len(res.Refused) + len(res.Conflicts); n != len(names) || len(res.Conflicts) != 0 {
+		t.Fatalf("commit: %d paths applied, refused or in conflict (%+v), want %d, no conflict", n, res, len(names))
+	}
+	if swaps.Load() == 0 {
+		t.Fatal("no swap succeeded")
+	}
+	if left := stageLeft(t, root); len(left) != 0 {
+		t.Fatalf("left in the project after %d swaps: %v", swaps.Load(), left)
+	}
+	var got []string
+	for _, sub := range []string{"a", "b"} {
+		for _, e := range entries(t, filepath.Join(root, sub)) {
+			got = append(got, filepath.Join(sub, e))
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(names)
+	if !reflect.DeepEqual(got, names) {
+		t.Fatalf("the project holds %v, want %v", got, names)
 	}
 }
