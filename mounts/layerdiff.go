@@ -66,31 +66,42 @@ func relJoin(dir, name string) string {
 // the project changed at since the session's first write there carries
 // Conflict.
 func (l *Layer) Diff(text bool) ([]api.Change, error) {
-	d := &differ{l: l, text: text}
+	out, _, err := l.diff(text)
+	return out, err
+}
+
+// objID is an object's device and inode number.
+type objID struct{ dev, ino uint64 }
+
+// diff is Diff, with the identity of the project's object at each deleted
+// path and each path where a non-directory replaces it (what a commit may
+// remove there).
+func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
+	d := &differ{l: l, text: text, deleted: map[string]objID{}}
 	var err error
 	if d.uroot, err = openRoot(l.Upper()); err != nil {
-		return nil, fmt.Errorf("layer %q: diff: %s: %s", l.Dir, l.Upper(), identity.ErrnoText(err))
+		return nil, nil, fmt.Errorf("layer %q: diff: %s: %s", l.Dir, l.Upper(), identity.ErrnoText(err))
 	}
 	defer unix.Close(d.uroot)
 	if d.lroot, err = openRoot(l.Lower); err != nil {
-		return nil, fmt.Errorf("layer %q: diff: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
+		return nil, nil, fmt.Errorf("layer %q: diff: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
 	}
 	defer unix.Close(d.lroot)
 	// The root's own attributes (chmod -R, say, reaches it too).
 	ust, uerr := lstatBeneath(l.Upper(), ".")
 	lst, lerr := lstatBeneath(l.Lower, ".")
 	if uerr != nil || lerr != nil {
-		return nil, fmt.Errorf("layer %q: diff: the root: %s", l.Dir, identity.ErrnoText(errors.Join(uerr, lerr)))
+		return nil, nil, fmt.Errorf("layer %q: diff: the root: %s", l.Dir, identity.ErrnoText(errors.Join(uerr, lerr)))
 	}
 	if fields, _, _ := d.compare(".", ".", ust, lst); len(fields) > 0 {
 		d.out = append(d.out, api.Change{Path: ".", Kind: ChangeModified, Type: "dir", Fields: fields})
 	}
 	if err := d.walk("", "", true, false); err != nil {
-		return nil, fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
+		return nil, nil, fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
 	}
 	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
 	if err != nil {
-		return nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
+		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
 	}
 	for i := range d.out {
 		if ok, why := l.conflict(base, d.out[i].Path); ok {
@@ -98,7 +109,7 @@ func (l *Layer) Diff(text bool) ([]api.Change, error) {
 		}
 	}
 	sortChanges(d.out)
-	return d.out, nil
+	return d.out, d.deleted, nil
 }
 
 // sortChanges sorts by path, component by component (a directory before
@@ -118,7 +129,8 @@ type differ struct {
 	l            *Layer
 	text         bool
 	out          []api.Change
-	uroot, lroot int // the upper directory and the project, open O_PATH
+	uroot, lroot int              // the upper directory and the project, open O_PATH
+	deleted      map[string]objID // the project's object a commit removes at a path
 }
 
 // walk compares the upper directory urel with the project's directory lrel
@@ -155,6 +167,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 		if isWhiteout(&ust) {
 			if lst != nil {
 				d.out = append(d.out, api.Change{Path: up, Kind: ChangeDeleted, Type: typeName(lst.Mode)})
+				d.deleted[up] = objID{lst.Dev, lst.Ino}
 			}
 			continue
 		}
@@ -169,6 +182,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			d.out = append(d.out, api.Change{Path: up, Kind: ChangeAdded, Type: typeName(ust.Mode)})
 		case lst.Mode&unix.S_IFMT != ust.Mode&unix.S_IFMT:
 			d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: typeName(ust.Mode)})
+			d.deleted[up] = objID{lst.Dev, lst.Ino}
 		default:
 			fields, diff, err := d.compare(up, lp, &ust, lst)
 			var rt errRetyped
@@ -197,6 +211,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 				}
 				if st, err := lstatBeneath(d.l.Lower, relJoin(lrel, name)); err == nil {
 					d.out = append(d.out, api.Change{Path: relJoin(urel, name), Kind: ChangeDeleted, Type: typeName(st.Mode)})
+					d.deleted[relJoin(urel, name)] = objID{st.Dev, st.Ino}
 				}
 			}
 		}
@@ -598,7 +613,7 @@ func opOf(c api.Change) policy.Op {
 // baseline is the project's new state.
 func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerResult, error) {
 	res := api.LayerResult{Applied: []string{}}
-	changes, err := l.Diff(false)
+	changes, deleted, err := l.diff(false)
 	if err != nil {
 		return res, err
 	}
@@ -650,7 +665,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 				moved[c.From] = true
 			}
 		} else {
-			err = l.apply(proj, merged, c)
+			err = l.apply(proj, merged, c, deleted[c.Path])
 		}
 		if err != nil {
 			leave(&res.Refused, c.Path, identity.ErrnoText(err))
@@ -672,7 +687,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			if !check(c) {
 				continue
 			}
-			if err := removeAllAt(proj, c.Path); err != nil {
+			if err := removeAllAt(proj, c.Path, deleted[c.Path]); err != nil {
 				res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: identity.ErrnoText(err)})
 				continue
 			}
@@ -741,20 +756,21 @@ func skippedBy(p string, skipped []string) string {
 }
 
 // apply makes the project (proj) hold at c.Path what the session sees
-// (merged).
-func (l *Layer) apply(proj, merged int, c api.Change) error {
+// (merged); old, when not zero, is the project's object there the diff
+// saw, the only one it removes.
+func (l *Layer) apply(proj, merged int, c api.Change, old objID) error {
 	switch c.Kind {
 	case ChangeDeleted:
-		return removeAllAt(proj, c.Path)
+		return removeAllAt(proj, c.Path, old)
 	case ChangeModified:
 		if !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
 			return metaAt(merged, proj, c.Path)
 		}
-		return putAt(merged, proj, c.Path, false, c.Type)
+		return putAt(merged, proj, c.Path, false, c.Type, old)
 	case ChangeRenamed:
-		return putAt(merged, proj, c.Path, true, c.Type)
+		return putAt(merged, proj, c.Path, true, c.Type, old)
 	}
-	return putAt(merged, proj, c.Path, false, c.Type)
+	return putAt(merged, proj, c.Path, false, c.Type, old)
 }
 
 // Discard undoes the changes under paths in the layer, through the
@@ -800,12 +816,12 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 		var err error
 		switch {
 		case c.Kind == ChangeAdded || c.Kind == ChangeRenamed:
-			err = removeAllAt(merged, c.Path)
+			err = removeAllAt(merged, c.Path, objID{})
 		case c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target"):
 			err = metaAt(proj, merged, c.Path)
 		default:
-			if err = removeAllAt(merged, c.Path); err == nil {
-				err = putAt(proj, merged, c.Path, true, "")
+			if err = removeAllAt(merged, c.Path, objID{}); err == nil {
+				err = putAt(proj, merged, c.Path, true, "", objID{})
 			}
 		}
 		if err != nil {

@@ -203,8 +203,9 @@ func (s *stage) close() {
 // a missing directory is made by makeIn too (renamed into place, never
 // over anything), an existing one gets its attributes through its
 // descriptor; with tree the directory's whole content is copied too.
-// want, when not "", is the type (typeName) src's object must have.
-func putAt(src, dst int, rel string, tree bool, want string) error {
+// want, when not "", is the type (typeName) src's object must have; was,
+// when not zero, the only directory at rel it removes.
+func putAt(src, dst int, rel string, tree bool, want string, was objID) error {
 	sfd, err := openAt(src, rel, unix.O_PATH|unix.O_NOFOLLOW)
 	if err != nil {
 		return err
@@ -254,14 +255,14 @@ func putAt(src, dst int, rel string, tree bool, want string) error {
 			return err
 		}
 		for _, n := range names {
-			if err := putAt(src, dst, relJoin(rel, n), true, ""); err != nil {
+			if err := putAt(src, dst, relJoin(rel, n), true, "", objID{}); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	if oldDir {
-		if err := removeAt(pd, name); err != nil {
+		if err := removeAt(pd, name, was); err != nil {
 			return err
 		}
 	}
@@ -463,8 +464,10 @@ func metaAt(src, dst int, rel string) error {
 
 // removeAllAt removes rel below root and, for a directory, everything in
 // it (rm -r): each directory opened O_NOFOLLOW and emptied through its
-// descriptor. A missing rel is no error.
-func removeAllAt(root int, rel string) error {
+// descriptor. With want (not zero) the object at rel must be that one (the
+// diff's): a session that renamed another in its place (a tree it could
+// not remove) gets a refusal. A missing rel is no error.
+func removeAllAt(root int, rel string, want objID) error {
 	pd, name, err := parentAt(root, rel)
 	if err == unix.ENOENT {
 		return nil
@@ -473,15 +476,32 @@ func removeAllAt(root int, rel string) error {
 		return err
 	}
 	defer unix.Close(pd)
-	err = removeAt(pd, name)
+	err = removeAt(pd, name, want)
 	if err == unix.ENOENT {
 		return nil
 	}
 	return err
 }
 
-// removeAt removes name in the directory pd, with all it holds.
-func removeAt(pd int, name string) error {
+// removeAt removes name in the directory pd, with all it holds; with want
+// (not zero), only when it is that object. unlink(2) of a non-directory
+// by name is safe: whatever a session renamed there it could have
+// unlinked itself.
+func removeAt(pd int, name string, want objID) error {
+	if want != (objID{}) {
+		fd, err := unix.Openat(pd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		st, err := fstatFd(fd)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+		if (objID{st.Dev, st.Ino}) != want {
+			return errReplaced
+		}
+	}
 	err := unix.Unlinkat(pd, name, 0)
 	if err != unix.EISDIR {
 		return err
@@ -491,18 +511,26 @@ func removeAt(pd int, name string) error {
 		return err
 	}
 	f := os.NewFile(uintptr(fd), name)
-	names, err := f.Readdirnames(-1)
-	if err == nil {
-		for _, n := range names {
-			if err = removeAt(fd, n); err != nil && err != unix.ENOENT {
-				break
-			}
-			err = nil
+	defer f.Close()
+	if want != (objID{}) {
+		// The directory opened is the one checked, not one renamed here
+		// since.
+		if st, err := fstatFd(fd); err != nil || (objID{st.Dev, st.Ino}) != want {
+			return errReplaced
 		}
 	}
-	f.Close()
+	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return err
 	}
+	for _, n := range names {
+		if err := removeAt(fd, n, objID{}); err != nil && err != unix.ENOENT {
+			return err
+		}
+	}
 	return unix.Unlinkat(pd, name, unix.AT_REMOVEDIR)
 }
+
+// errReplaced is the refusal of an object that is not the one the diff
+// saw.
+var errReplaced = errors.New("replaced in the project since the diff (not removed)")
