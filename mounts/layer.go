@@ -59,6 +59,28 @@ type Layer struct {
 	mu   sync.Mutex
 	seen map[string]bool // relative paths with a baseline record
 	jf   *os.File        // the baseline journal, appended to
+
+	// ops serializes the verbs (diff, commit, discard; Manager's, through
+	// run) and Close, so that a verb runs without the session's lock and
+	// the layer is never closed under one; closed (ops held) says Close
+	// has run.
+	ops    sync.Mutex
+	closed bool
+}
+
+// errLayerClosed is run's error once the layer is closed (its session
+// removed or stopped).
+var errLayerClosed = errors.New("the session's layer was closed (the session was removed or stopped)")
+
+// run runs f with the layer's verbs serialized, unless the layer is closed
+// (errLayerClosed).
+func (l *Layer) run(f func() error) error {
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	if l.closed {
+		return errLayerClosed
+	}
+	return f()
 }
 
 // Upper returns the layer's upper directory (what the session changed).
@@ -162,9 +184,12 @@ func (l *Layer) mount() error {
 }
 
 // Close closes the baseline journal and unmounts the overlay (lazily: the
-// session's server may still hold descriptors in it). The layer's
-// directories stay.
+// session's server may still hold descriptors in it), after a verb that
+// runs (run) has finished. The layer's directories stay.
 func (l *Layer) Close() error {
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	l.closed = true
 	l.mu.Lock()
 	if l.jf != nil {
 		l.jf.Close()

@@ -9,14 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,22 +66,42 @@ func relJoin(dir, name string) string {
 // the project changed at since the session's first write there carries
 // Conflict.
 func (l *Layer) Diff(text bool) ([]api.Change, error) {
-	d := &differ{l: l, text: text}
+	out, _, err := l.diff(text)
+	return out, err
+}
+
+// objID is an object's device and inode number.
+type objID struct{ dev, ino uint64 }
+
+// diff is Diff, with the identity of the project's object at each deleted
+// path and each path where a non-directory replaces it (what a commit may
+// remove there).
+func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
+	d := &differ{l: l, text: text, deleted: map[string]objID{}}
+	var err error
+	if d.uroot, err = openRoot(l.Upper()); err != nil {
+		return nil, nil, fmt.Errorf("layer %q: diff: %s: %s", l.Dir, l.Upper(), identity.ErrnoText(err))
+	}
+	defer unix.Close(d.uroot)
+	if d.lroot, err = openRoot(l.Lower); err != nil {
+		return nil, nil, fmt.Errorf("layer %q: diff: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
+	}
+	defer unix.Close(d.lroot)
 	// The root's own attributes (chmod -R, say, reaches it too).
 	ust, uerr := lstatBeneath(l.Upper(), ".")
 	lst, lerr := lstatBeneath(l.Lower, ".")
 	if uerr != nil || lerr != nil {
-		return nil, fmt.Errorf("layer %q: diff: the root: %s", l.Dir, identity.ErrnoText(errors.Join(uerr, lerr)))
+		return nil, nil, fmt.Errorf("layer %q: diff: the root: %s", l.Dir, identity.ErrnoText(errors.Join(uerr, lerr)))
 	}
 	if fields, _, _ := d.compare(".", ".", ust, lst); len(fields) > 0 {
 		d.out = append(d.out, api.Change{Path: ".", Kind: ChangeModified, Type: "dir", Fields: fields})
 	}
 	if err := d.walk("", "", true, false); err != nil {
-		return nil, fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
+		return nil, nil, fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
 	}
 	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
 	if err != nil {
-		return nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
+		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
 	}
 	for i := range d.out {
 		if ok, why := l.conflict(base, d.out[i].Path); ok {
@@ -92,7 +109,7 @@ func (l *Layer) Diff(text bool) ([]api.Change, error) {
 		}
 	}
 	sortChanges(d.out)
-	return d.out, nil
+	return d.out, d.deleted, nil
 }
 
 // sortChanges sorts by path, component by component (a directory before
@@ -109,9 +126,11 @@ func sortChanges(cs []api.Change) {
 
 // differ is one Diff walk.
 type differ struct {
-	l    *Layer
-	text bool
-	out  []api.Change
+	l            *Layer
+	text         bool
+	out          []api.Change
+	uroot, lroot int              // the upper directory and the project, open O_PATH
+	deleted      map[string]objID // the project's object a commit removes at a path
 }
 
 // walk compares the upper directory urel with the project's directory lrel
@@ -148,6 +167,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 		if isWhiteout(&ust) {
 			if lst != nil {
 				d.out = append(d.out, api.Change{Path: up, Kind: ChangeDeleted, Type: typeName(lst.Mode)})
+				d.deleted[up] = objID{lst.Dev, lst.Ino}
 			}
 			continue
 		}
@@ -162,8 +182,14 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			d.out = append(d.out, api.Change{Path: up, Kind: ChangeAdded, Type: typeName(ust.Mode)})
 		case lst.Mode&unix.S_IFMT != ust.Mode&unix.S_IFMT:
 			d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: typeName(ust.Mode)})
+			d.deleted[up] = objID{lst.Dev, lst.Ino}
 		default:
 			fields, diff, err := d.compare(up, lp, &ust, lst)
+			var rt errRetyped
+			if errors.As(err, &rt) {
+				d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: typeName(rt.mode)})
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -185,6 +211,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 				}
 				if st, err := lstatBeneath(d.l.Lower, relJoin(lrel, name)); err == nil {
 					d.out = append(d.out, api.Change{Path: relJoin(urel, name), Kind: ChangeDeleted, Type: typeName(st.Mode)})
+					d.deleted[relJoin(urel, name)] = objID{st.Dev, st.Ino}
 				}
 			}
 		}
@@ -252,16 +279,13 @@ func (d *differ) compare(up, lp string, ust, lst *unix.Stat_t) ([]string, string
 	var diff string
 	switch ust.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		ub, uerr := readBeneath(d.l.Upper(), up)
-		lb, lerr := readBeneath(d.l.Lower, lp)
-		if uerr != nil {
-			return nil, "", uerr
+		same, text, err := d.compareFiles(up, lp)
+		if err != nil {
+			return nil, "", err
 		}
-		if lerr != nil || !bytes.Equal(ub, lb) {
+		if !same {
 			fields = append(fields, "content")
-			if d.text && lerr == nil {
-				diff = unifiedDiff(lp, up, lb, ub)
-			}
+			diff = text
 		}
 	case unix.S_IFLNK:
 		ut, _ := readlinkBeneath(d.l.Upper(), up)
@@ -298,15 +322,77 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
-// readBeneath reads the regular file rel below dir.
-func readBeneath(dir, rel string) ([]byte, error) {
-	fd, err := openBeneath(dir, rel, unix.O_RDONLY|unix.O_NOFOLLOW)
-	if err != nil {
-		return nil, err
+// errRetyped is compareFiles's error when a side is no regular file
+// any more (a session swapped it, for a FIFO say): it is then reported by
+// its type, never opened.
+type errRetyped struct{ mode uint32 }
+
+func (e errRetyped) Error() string { return "now a " + typeName(e.mode) }
+
+// compareFiles reports whether the upper regular file up and the
+// project's lp hold the same bytes, streaming (sizes first, then equal
+// sizes chunk by chunk; neither side is ever read whole), and, for text
+// asked for and both sides within maxDiffText, their unified diff. A side
+// no longer a regular file: errRetyped (the upper's) or different content
+// (the project's).
+func (d *differ) compareFiles(up, lp string) (bool, string, error) {
+	uf, ust, err := openRegular(d.uroot, up)
+	if err == errNotRegular {
+		return false, "", errRetyped{ust.Mode}
 	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	return io.ReadAll(f)
+	if err != nil {
+		return false, "", err
+	}
+	defer uf.Close()
+	lf, lst, err := openRegular(d.lroot, lp)
+	if err != nil {
+		return false, "", nil
+	}
+	defer lf.Close()
+	same, err := sameContent(uf, lf, ust.Size, lst.Size)
+	if err != nil || same {
+		return same, "", err
+	}
+	if !d.text || ust.Size > maxDiffText || lst.Size > maxDiffText {
+		return false, "", nil
+	}
+	ub, err := io.ReadAll(io.NewSectionReader(uf, 0, maxDiffText+1))
+	if err != nil {
+		return false, "", err
+	}
+	lb, err := io.ReadAll(io.NewSectionReader(lf, 0, maxDiffText+1))
+	if err != nil {
+		return false, "", err
+	}
+	return false, unifiedDiff(lp, up, lb, ub), nil
+}
+
+// sameContent reports whether a (size as) and b (bs) hold the same bytes,
+// read in chunks from the start.
+func sameContent(a, b *os.File, as, bs int64) (bool, error) {
+	if as != bs {
+		return false, nil
+	}
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	ra, rb := io.NewSectionReader(a, 0, as+1), io.NewSectionReader(b, 0, bs+1)
+	for {
+		na, ea := io.ReadFull(ra, ba)
+		nb, eb := io.ReadFull(rb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		aEnd := ea == io.EOF || ea == io.ErrUnexpectedEOF
+		bEnd := eb == io.EOF || eb == io.ErrUnexpectedEOF
+		if ea != nil && !aEnd {
+			return false, ea
+		}
+		if eb != nil && !bEnd {
+			return false, eb
+		}
+		if aEnd || bEnd {
+			return aEnd == bEnd, nil
+		}
+	}
 }
 
 // readlinkBeneath reads the symlink rel below dir.
@@ -517,7 +603,7 @@ func opOf(c api.Change) policy.Op {
 // (so that a directory the session renamed is still there to be renamed);
 // each checked with decide (the session's policy now), a conflict (the
 // project changed there since the session's first write) refused unless
-// force, each file written beside its target and renamed over it, a
+// force, each file made in a private directory beside its target and renamed over it, a
 // directory made before what lies in it. A directory the session renamed
 // is renamed in the project (both its paths must be in paths), so that
 // what the session left untouched in it stays the project's. A path not
@@ -527,20 +613,20 @@ func opOf(c api.Change) policy.Op {
 // baseline is the project's new state.
 func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerResult, error) {
 	res := api.LayerResult{Applied: []string{}}
-	changes, err := l.Diff(false)
+	changes, deleted, err := l.diff(false)
 	if err != nil {
 		return res, err
 	}
-	proj, err := os.OpenRoot(l.Lower)
+	proj, err := openRoot(l.Lower)
 	if err != nil {
 		return res, fmt.Errorf("layer %q: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
 	}
-	defer proj.Close()
-	merged, err := os.OpenRoot(l.Merged())
+	defer unix.Close(proj)
+	merged, err := openRoot(l.Merged())
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, l.Merged(), identity.ErrnoText(err))
 	}
-	defer merged.Close()
+	defer unix.Close(merged)
 	renamedTo := map[string]string{} // a renamed directory's origin → its path
 	for _, c := range changes {
 		if c.Kind == ChangeRenamed {
@@ -579,7 +665,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 				moved[c.From] = true
 			}
 		} else {
-			err = l.apply(proj, merged, c)
+			err = l.apply(proj, merged, c, deleted[c.Path])
 		}
 		if err != nil {
 			leave(&res.Refused, c.Path, identity.ErrnoText(err))
@@ -601,7 +687,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			if !check(c) {
 				continue
 			}
-			if err := proj.RemoveAll(c.Path); err != nil {
+			if err := removeAllAt(proj, c.Path, deleted[c.Path]); err != nil {
 				res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: identity.ErrnoText(err)})
 				continue
 			}
@@ -617,7 +703,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 // conflict (unless force), may be removed and the target does not exist in
 // the project; then the layer's directory loses its redirect (the project
 // has it at its own path now).
-func (l *Layer) commitRename(proj *os.Root, c api.Change, paths []string, decide decider, force bool) error {
+func (l *Layer) commitRename(proj int, c api.Change, paths []string, decide decider, force bool) error {
 	if !within(c.From, paths) {
 		return fmt.Errorf("renamed from %s in the session: commit both paths", c.From)
 	}
@@ -631,10 +717,20 @@ func (l *Layer) commitRename(proj *os.Root, c api.Change, paths []string, decide
 	if err := decide(policy.OpRmdir, filepath.Join(l.Lower, c.From)); err != nil {
 		return fmt.Errorf("its origin %s: %v", c.From, err)
 	}
-	if _, err := proj.Lstat(c.Path); err == nil {
-		return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
+	fpd, fname, err := parentAt(proj, c.From)
+	if err != nil {
+		return err
 	}
-	if err := proj.Rename(c.From, c.Path); err != nil {
+	defer unix.Close(fpd)
+	tpd, tname, err := parentAt(proj, c.Path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tpd)
+	if err := unix.Renameat2(fpd, fname, tpd, tname, unix.RENAME_NOREPLACE); err != nil {
+		if err == unix.EEXIST {
+			return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
+		}
 		return err
 	}
 	fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
@@ -660,20 +756,21 @@ func skippedBy(p string, skipped []string) string {
 }
 
 // apply makes the project (proj) hold at c.Path what the session sees
-// (merged).
-func (l *Layer) apply(proj, merged *os.Root, c api.Change) error {
+// (merged); old, when not zero, is the project's object there the diff
+// saw, the only one it removes.
+func (l *Layer) apply(proj, merged int, c api.Change, old objID) error {
 	switch c.Kind {
 	case ChangeDeleted:
-		return proj.RemoveAll(c.Path)
+		return removeAllAt(proj, c.Path, old)
 	case ChangeModified:
 		if !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
-			return copyMeta(merged, proj, c.Path)
+			return metaAt(merged, proj, c.Path)
 		}
-		return put(merged, proj, c.Path, false)
+		return putAt(merged, proj, c.Path, false, c.Type, old)
 	case ChangeRenamed:
-		return put(merged, proj, c.Path, true)
+		return putAt(merged, proj, c.Path, true, c.Type, old)
 	}
-	return put(merged, proj, c.Path, false)
+	return putAt(merged, proj, c.Path, false, c.Type, old)
 }
 
 // Discard undoes the changes under paths in the layer, through the
@@ -687,16 +784,16 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	if err != nil {
 		return res, err
 	}
-	proj, err := os.OpenRoot(l.Lower)
+	proj, err := openRoot(l.Lower)
 	if err != nil {
 		return res, fmt.Errorf("layer %q: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
 	}
-	defer proj.Close()
-	merged, err := os.OpenRoot(l.Merged())
+	defer unix.Close(proj)
+	merged, err := openRoot(l.Merged())
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, l.Merged(), identity.ErrnoText(err))
 	}
-	defer merged.Close()
+	defer unix.Close(merged)
 	// What lies below a directory that is removed or replaced whole (added,
 	// renamed, of another type) goes with it.
 	var whole []string
@@ -719,12 +816,12 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 		var err error
 		switch {
 		case c.Kind == ChangeAdded || c.Kind == ChangeRenamed:
-			err = merged.RemoveAll(c.Path)
+			err = removeAllAt(merged, c.Path, objID{})
 		case c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target"):
-			err = copyMeta(proj, merged, c.Path)
+			err = metaAt(proj, merged, c.Path)
 		default:
-			if err = merged.RemoveAll(c.Path); err == nil {
-				err = put(proj, merged, c.Path, true)
+			if err = removeAllAt(merged, c.Path, objID{}); err == nil {
+				err = putAt(proj, merged, c.Path, true, "", objID{})
 			}
 		}
 		if err != nil {
@@ -736,179 +833,6 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	}
 	slices.Reverse(res.Applied)
 	return res, nil
-}
-
-// put makes dst hold at rel a copy of src's object there (type, content or
-// link text, mode, owner, xattrs, modification time): a file or link made
-// under a temporary name beside rel and renamed over it; a directory made
-// when missing (what was there of another type removed first), its
-// attributes set, and with tree its whole content copied too.
-func put(src, dst *os.Root, rel string, tree bool) error {
-	st, err := src.Lstat(rel)
-	if err != nil {
-		return err
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	old, oerr := dst.Lstat(rel)
-	if st.IsDir() {
-		if oerr == nil && !old.IsDir() {
-			if err := dst.Remove(rel); err != nil {
-				return err
-			}
-			oerr = fs.ErrNotExist
-		}
-		if oerr != nil {
-			if err := dst.Mkdir(rel, st.Mode().Perm()); err != nil {
-				return err
-			}
-		}
-		if err := copyMeta(src, dst, rel); err != nil {
-			return err
-		}
-		if !tree {
-			return nil
-		}
-		d, err := src.Open(rel)
-		if err != nil {
-			return err
-		}
-		names, err := d.Readdirnames(-1)
-		d.Close()
-		if err != nil {
-			return err
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			if err := put(src, dst, relJoin(rel, n), true); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tmp := filepath.Join(filepath.Dir(rel), ".wsfs-commit-"+randName())
-	switch st.Mode().Type() {
-	case 0:
-		in, err := src.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(out, in)
-		if err == nil {
-			err = out.Sync()
-		}
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			dst.Remove(tmp)
-			return err
-		}
-	case fs.ModeSymlink:
-		text, err := src.Readlink(rel)
-		if err != nil {
-			return err
-		}
-		if err := dst.Symlink(text, tmp); err != nil {
-			return err
-		}
-	default:
-		pd, err := dst.Open(filepath.Dir(rel))
-		if err != nil {
-			return err
-		}
-		err = unix.Mknodat(int(pd.Fd()), filepath.Base(tmp), sys.Mode&(unix.S_IFMT|0o7777), int(sys.Rdev))
-		pd.Close()
-		if err != nil {
-			return err
-		}
-	}
-	if err := copyMeta(src, dst, rel, tmp); err != nil {
-		dst.Remove(tmp)
-		return err
-	}
-	if oerr == nil && old.IsDir() {
-		if err := dst.RemoveAll(rel); err != nil {
-			dst.Remove(tmp)
-			return err
-		}
-	}
-	if err := dst.Rename(tmp, rel); err != nil {
-		dst.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
-// copyMeta gives dst's object at to (rel when not given) the owner, mode,
-// extended attributes and modification time of src's object at rel.
-func copyMeta(src, dst *os.Root, rel string, to ...string) error {
-	target := rel
-	if len(to) > 0 {
-		target = to[0]
-	}
-	st, err := src.Lstat(rel)
-	if err != nil {
-		return err
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	if err := dst.Lchown(target, int(sys.Uid), int(sys.Gid)); err != nil {
-		return err
-	}
-	if st.Mode().Type() == fs.ModeSymlink {
-		return nil
-	}
-	// Chmod after chown: chown(2) clears the set-id bits.
-	pd, err := dst.Open(filepath.Dir(target))
-	if err != nil {
-		return err
-	}
-	defer pd.Close()
-	if err := unix.Fchmodat(int(pd.Fd()), filepath.Base(target), sys.Mode&0o7777, 0); err != nil {
-		return err
-	}
-	sf, err := openIn(src, rel)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(sf)
-	df, err := openIn(dst, target)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(df)
-	want, have := xattrsOf(sf), xattrsOf(df)
-	dp := "/proc/self/fd/" + fmt.Sprint(df)
-	for k := range have {
-		if _, ok := want[k]; !ok {
-			if err := unix.Removexattr(dp, k); err != nil {
-				return fmt.Errorf("removexattr %s: %w", k, err)
-			}
-		}
-	}
-	for k, v := range want {
-		if have[k] != v {
-			if err := unix.Setxattr(dp, k, []byte(v), 0); err != nil {
-				return fmt.Errorf("setxattr %s: %w", k, err)
-			}
-		}
-	}
-	return dst.Chtimes(target, time.Time{}, st.ModTime())
-}
-
-// openIn opens rel in r as an O_PATH descriptor (not following a last
-// symlink).
-func openIn(r *os.Root, rel string) (int, error) {
-	pd, err := r.Open(filepath.Dir(rel))
-	if err != nil {
-		return -1, err
-	}
-	defer pd.Close()
-	return unix.Openat(int(pd.Fd()), filepath.Base(rel), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
 
 // randName returns 12 random hex digits.

@@ -72,7 +72,8 @@ func (m *Manager) reopenLayer(s *session, rec record) (*Layer, error) {
 	return l, nil
 }
 
-// layerOf returns session id's layer, locked (s.mu held: unlock it).
+// layerOf returns session id's layer, locked (s.mu held: unlock it
+// before the verb's file system work, which runs under Layer.run).
 func (m *Manager) layerOf(id, verb string) (*session, *Layer, error) {
 	s, err := m.locked(id, true)
 	if err != nil {
@@ -126,14 +127,16 @@ func (m *Manager) Diff(ctx context.Context, id string, paths []string, text bool
 	if err != nil {
 		return api.DiffResult{}, err
 	}
-	defer s.mu.Unlock()
 	rels, err := layerPaths(id, s.rec, paths)
+	// The walk reads files: not under the session's lock (list, show and
+	// rm go on meanwhile); the layer's own lock keeps it open.
+	s.mu.Unlock()
 	if err != nil {
 		return api.DiffResult{}, err
 	}
-	all, err := l.Diff(text)
-	if err != nil {
-		return api.DiffResult{}, errorf(CodeInternal, "session %q: %v", id, err)
+	var all []api.Change
+	if err := l.run(func() (err error) { all, err = l.Diff(text); return err }); err != nil {
+		return api.DiffResult{}, layerErr(id, "diff", err)
 	}
 	out := api.DiffResult{Session: id, Changes: []api.Change{}}
 	for _, c := range all {
@@ -142,6 +145,26 @@ func (m *Manager) Diff(ctx context.Context, id string, paths []string, text bool
 		}
 	}
 	return out, nil
+}
+
+// layerErr is the Manager's error for a layer verb's err: ErrInvalid for
+// a layer closed meanwhile, else CodeInternal.
+func layerErr(id, verb string, err error) error {
+	if err == errLayerClosed {
+		return errorf(CodeInvalid, "session %q: %s: %v", id, verb, err)
+	}
+	return errorf(CodeInternal, "session %q: %v", id, err)
+}
+
+// syncAfter drops session id's kernel caches after a layer verb changed
+// its tree (the session's lock taken again; nothing when it is no longer
+// mounted).
+func (m *Manager) syncAfter(s *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil && !s.gone {
+		s.srv.SyncHostChanges()
+	}
 }
 
 // Commit applies what layered session id changed under paths to the
@@ -157,23 +180,27 @@ func (m *Manager) Commit(ctx context.Context, id string, paths []string, force b
 	if err != nil {
 		return api.LayerResult{}, err
 	}
-	defer s.mu.Unlock()
 	rels, err := layerPaths(id, s.rec, paths)
+	pol := s.pol
+	s.mu.Unlock()
 	if err != nil {
 		return api.LayerResult{}, err
 	}
-	pol := s.pol
-	res, err := l.Commit(rels, force, func(op policy.Op, p string) error {
-		if d := pol.DecideAt(op, p, policy.Object{}); !d.Allow {
-			return fmt.Errorf("%s refused by the session's policy (%s, %s)", op, d.Rule, d.Errno)
-		}
-		return nil
+	var res api.LayerResult
+	err = l.run(func() (err error) {
+		res, err = l.Commit(rels, force, func(op policy.Op, p string) error {
+			if d := pol.DecideAt(op, p, policy.Object{}); !d.Allow {
+				return fmt.Errorf("%s refused by the session's policy (%s, %s)", op, d.Rule, d.Errno)
+			}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
-		return res, errorf(CodeInternal, "session %q: %v", id, err)
+		return res, layerErr(id, "commit", err)
 	}
 	res.Session = id
-	s.srv.SyncHostChanges()
+	m.syncAfter(s)
 	m.log.Info("layer committed", "session", id, "applied", len(res.Applied), "refused", len(res.Refused), "conflicts", len(res.Conflicts), "force", force)
 	return res, nil
 }
@@ -188,17 +215,17 @@ func (m *Manager) Discard(ctx context.Context, id string, paths []string) (api.L
 	if err != nil {
 		return api.LayerResult{}, err
 	}
-	defer s.mu.Unlock()
 	rels, err := layerPaths(id, s.rec, paths)
+	s.mu.Unlock()
 	if err != nil {
 		return api.LayerResult{}, err
 	}
-	res, err := l.Discard(rels)
-	if err != nil {
-		return res, errorf(CodeInternal, "session %q: %v", id, err)
+	var res api.LayerResult
+	if err := l.run(func() (err error) { res, err = l.Discard(rels); return err }); err != nil {
+		return res, layerErr(id, "discard", err)
 	}
 	res.Session = id
-	s.srv.SyncHostChanges()
+	m.syncAfter(s)
 	m.log.Info("layer discarded", "session", id, "applied", len(res.Applied), "refused", len(res.Refused))
 	return res, nil
 }
