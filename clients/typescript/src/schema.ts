@@ -248,7 +248,8 @@ export interface paths {
          * Apply a layered session's changes to the project.
          * @description Applies the changes under `paths` (every change when empty) to the
          *     project, parents first, each through the session's policy in force
-         *     now; each file is written beside its target and renamed over it. A
+         *     now; each file is made apart, given its attributes through its
+         *     descriptor and renamed over its target. A
          *     path the host changed since the session's first write there is a
          *     conflict, left in the layer unless `force`. Paths refused, in
          *     conflict or failed are listed in the answer (200), with what lies
