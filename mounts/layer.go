@@ -231,6 +231,19 @@ type baseRec struct {
 	Ctime  int64  `json:"ctime,omitempty"` // ns
 	Reset  bool   `json:"reset,omitempty"`
 	Forget bool   `json:"forget,omitempty"`
+	// UIno and UCtime (ns) identify the layer's own copy at P when a
+	// commit applied it (Reset): while that copy is unchanged, what
+	// differs from the project there is the host's change since, not the
+	// session's (Diff does not list it, so no commit undoes it).
+	UIno   uint64 `json:"uino,omitempty"`
+	UCtime int64  `json:"uctime,omitempty"`
+}
+
+// committedCopy reports whether the upper object at rel (ust) is the copy a
+// commit applied there (base's stamp), unchanged since.
+func committedCopy(base map[string]baseRec, rel string, ust *unix.Stat_t) bool {
+	b, ok := base[rel]
+	return ok && b.UIno != 0 && b.UIno == ust.Ino && b.UCtime == ust.Ctim.Nano()
 }
 
 // loadBaseline reads the journal (a line cut short by a crash is the last
@@ -325,7 +338,8 @@ func (l *Layer) appendLocked(r baseRec) {
 }
 
 // reset records the project's state at rel as the new baseline (after a
-// commit), or forgets rel (after a discard).
+// commit, with the stamp of the layer's copy there), or forgets rel (after
+// a discard).
 func (l *Layer) reset(rel string, forget bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -338,7 +352,28 @@ func (l *Layer) reset(rel string, forget bool) {
 		return
 	}
 	l.seen[rel] = true
-	l.appendLocked(l.stateOf(rel, true))
+	r := l.stateOf(rel, true)
+	if ust, err := lstatBeneath(l.Upper(), rel); err == nil {
+		r.UIno, r.UCtime = ust.Ino, ust.Ctim.Nano()
+	}
+	l.appendLocked(r)
+}
+
+// clearOpaque makes the layer's directory at rel merge with the project's
+// again once a commit made the project hold it: overlayfs marks every
+// directory made in the layer opaque, which would hide from the session,
+// and make Diff list as deleted (and a commit delete), what the host adds
+// there after the commit.
+func (l *Layer) clearOpaque(rel string) error {
+	fd, err := openBeneath(l.Upper(), rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Removexattr(fmt.Sprintf("/proc/self/fd/%d", fd), overlayXattr+"opaque"); err != nil && err != unix.ENODATA {
+		return err
+	}
+	return nil
 }
 
 // conflict reports whether the project changed at rel since its baseline

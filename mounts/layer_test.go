@@ -423,3 +423,60 @@ func TestLayerConfine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLayerCommitThenHostChanges: what the host changes after a commit, at
+// the paths the commit applied, is the host's, not the session's. Found by a
+// trial: a committed new directory stayed opaque in the layer, so a file the
+// host then made in it was listed as deleted by the session, and the next
+// commit deleted it; a committed file stayed the layer's copy, so a host
+// append was a conflict and commit --force undid it. Now the directory
+// merges with the project's again, a committed copy the session has not
+// changed since is not listed, and a whiteout committed as a deletion does
+// not delete what the host makes there later.
+func TestLayerCommitThenHostChanges(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f", "gone")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "ch", Root: root, Layer: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.exec(t, "ch", nil, "bash", "-c", "mkdir d && echo a > d/a && echo session > f && rm gone"); r.code != 0 {
+		t.Fatal(r)
+	}
+	r := d.wsfs(t, "session", "commit", "ch")
+	if want := "committed d\ncommitted d/a\ncommitted f\ncommitted gone\n"; r.code != 0 || r.stdout != want {
+		t.Fatalf("commit: %+v\nwant %q", r, want)
+	}
+	// The host, after the commit: a new file in the committed directory,
+	// an append to the committed file, the deleted name made again.
+	writeFileT := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFileT(filepath.Join(root, "d/b"), "host-b\n")
+	writeFileT(filepath.Join(root, "f"), "session\nhost\n")
+	writeFileT(filepath.Join(root, "gone"), "host-again\n")
+	if r := d.wsfs(t, "session", "diff", "ch", "--stat"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("diff after the host's changes: %+v, want no change listed", r)
+	}
+	if r := d.wsfs(t, "session", "commit", "ch", "--force"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("commit --force with nothing the session changed: %+v, want nothing committed", r)
+	}
+	for p, want := range map[string]string{"d/a": "a\n", "d/b": "host-b\n", "f": "session\nhost\n", "gone": "host-again\n"} {
+		if got := readFile(t, filepath.Join(root, p)); got != want {
+			t.Errorf("%s in the project: %q, want %q", p, got, want)
+		}
+	}
+	// A change the session makes afterwards is listed again, as a conflict
+	// where the host changed the path since the commit.
+	if r := d.exec(t, "ch", nil, "bash", "-c", "echo again > d/a && echo session2 > f"); r.code != 0 {
+		t.Fatal(r)
+	}
+	r = d.wsfs(t, "session", "diff", "ch", "--stat")
+	if want := "M d/a (file: content)\nM f (file: content) CONFLICT: changed on the host since the session's first change there\n"; r.stdout != want {
+		t.Fatalf("diff after the session's new changes: %+v\nwant %q", r, want)
+	}
+}

@@ -78,7 +78,11 @@ type objID struct{ dev, ino uint64 }
 // remove there).
 func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
 	d := &differ{l: l, text: text, deleted: map[string]objID{}}
-	var err error
+	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
+	if err != nil {
+		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
+	}
+	d.base = base
 	if d.uroot, err = openRoot(l.Upper()); err != nil {
 		return nil, nil, fmt.Errorf("layer %q: diff: %s: %s", l.Dir, l.Upper(), identity.ErrnoText(err))
 	}
@@ -98,10 +102,6 @@ func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
 	}
 	if err := d.walk("", "", true, false); err != nil {
 		return nil, nil, fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
-	}
-	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
-	if err != nil {
-		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
 	}
 	for i := range d.out {
 		if ok, why := l.conflict(base, d.out[i].Path); ok {
@@ -131,6 +131,7 @@ type differ struct {
 	out          []api.Change
 	uroot, lroot int              // the upper directory and the project, open O_PATH
 	deleted      map[string]objID // the project's object a commit removes at a path
+	base         map[string]baseRec
 }
 
 // walk compares the upper directory urel with the project's directory lrel
@@ -163,6 +164,11 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			// The project's object at the same path, compared so that a
 			// tree removed and made again equal is no change.
 			lst, _ = lstatBeneath(d.l.Lower, lp)
+		}
+		if ust.Mode&unix.S_IFMT != unix.S_IFDIR && committedCopy(d.base, up, &ust) {
+			// The copy a commit applied, unchanged since: a
+			// difference is the host's.
+			continue
 		}
 		if isWhiteout(&ust) {
 			if lst != nil {
@@ -265,7 +271,7 @@ func (d *differ) dir(ufd int, name, up, lp string, lst *unix.Stat_t) error {
 	if err != nil {
 		return err
 	}
-	if len(fields) > 0 {
+	if len(fields) > 0 && !committedCopy(d.base, up, &ust) {
 		d.out = append(d.out, api.Change{Path: up, Kind: ChangeModified, Type: "dir", Fields: fields})
 	}
 	return d.walk(up, lp, true, opaque)
@@ -666,6 +672,9 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			}
 		} else {
 			err = l.apply(proj, merged, c, deleted[c.Path])
+		}
+		if err == nil && c.Type == "dir" {
+			err = l.clearOpaque(c.Path)
 		}
 		if err != nil {
 			leave(&res.Refused, c.Path, identity.ErrnoText(err))
