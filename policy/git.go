@@ -307,6 +307,11 @@ func statOf(path string, nofollow bool) statKey {
 	if err != nil {
 		return statKey{}
 	}
+	return keyOf(&st)
+}
+
+// keyOf is the stat key of attributes st.
+func keyOf(st *unix.Stat_t) statKey {
 	return statKey{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim, ctime: st.Ctim, mode: st.Mode, uid: st.Uid, exists: true}
 }
 
@@ -315,16 +320,108 @@ func statOf(path string, nofollow bool) statKey {
 // keys).
 func (c *repoCache) named(dir string) []string {
 	var out []string
-	for a := dir; ; a = parentOf(a) {
-		dotgit := filepath.Join(a, ".git")
-		k := statOf(dotgit, true)
-		if k.exists && (k.mode&unix.S_IFMT == unix.S_IFDIR || k.mode&unix.S_IFMT == unix.S_IFREG || k.mode&unix.S_IFMT == unix.S_IFLNK) {
-			out = append(out, c.repo(a, k)...)
+	for _, t := range gitTops(dir) {
+		out = append(out, c.repo(t.dir, t.key)...)
+	}
+	return out
+}
+
+// gitTop is an ancestor holding a .git entry git may take for a repository
+// (a directory, a "gitdir:" file, or a symlink), with that entry's lstat key.
+type gitTop struct {
+	dir string
+	key statKey
+}
+
+// isTopEntry reports whether a .git entry of stat key k makes its directory
+// a repository top for the rule.
+func isTopEntry(k statKey) bool {
+	t := k.mode & unix.S_IFMT
+	return k.exists && (t == unix.S_IFDIR || t == unix.S_IFREG || t == unix.S_IFLNK)
+}
+
+// gitTops returns the directories at dir or above it (dir first, / last)
+// with a .git entry that makes them a repository top: the result of an
+// lstat(2) of A/.git for each ancestor A. For an absolute dir it walks down
+// from / with one descriptor per level (openat(2) of the next name, then
+// fstatat(2) of .git in it), so a write costs two constant-time calls per
+// level, not an lstat that walks the whole path again at each level (issue
+// 20 item 17: quadratic in depth). A/.git paths of PATH_MAX bytes or more,
+// which lstat refuses (ENAMETOOLONG), count as absent, as they always did;
+// git cannot work in a directory it cannot name either.
+func gitTops(dir string) []gitTop {
+	if !strings.HasPrefix(dir, "/") {
+		return gitTopsByPath(dir)
+	}
+	var found []gitTop
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return gitTopsByPath(dir)
+	}
+	a, rest := "/", dir[1:]
+	for {
+		if len(dotGit(a)) >= unix.PathMax {
+			break
 		}
+		var st unix.Stat_t
+		if unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			if k := keyOf(&st); isTopEntry(k) {
+				found = append(found, gitTop{a, k})
+			}
+		}
+		if rest == "" {
+			break
+		}
+		name := rest
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			name, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		if name == "" {
+			continue // a doubled slash: the same directory
+		}
+		// Following a symlink here as a path walk would: lstat(A/x/.git)
+		// resolves A/x as a directory, whatever it is.
+		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break // no directory there: no .git below it either
+		}
+		unix.Close(fd)
+		fd = next
 		if a == "/" {
-			return out
+			a = "/" + name
+		} else {
+			a = a + "/" + name
 		}
 	}
+	unix.Close(fd)
+	for i, j := 0, len(found)-1; i < j; i, j = i+1, j-1 {
+		found[i], found[j] = found[j], found[i]
+	}
+	return found
+}
+
+// gitTopsByPath is gitTops by one lstat(2) per ancestor, for a dir that is
+// not absolute.
+func gitTopsByPath(dir string) []gitTop {
+	var found []gitTop
+	for a := dir; ; a = parentOf(a) {
+		if k := statOf(dotGit(a), true); isTopEntry(k) {
+			found = append(found, gitTop{a, k})
+		}
+		if a == "/" {
+			return found
+		}
+	}
+}
+
+// dotGit is filepath.Join(a, ".git") for a clean a, without cleaning again.
+func dotGit(a string) string {
+	if a == "/" {
+		return "/.git"
+	}
+	return a + "/.git"
 }
 
 // repo returns what the repository with its top at a names, from the cache
