@@ -350,8 +350,8 @@ func isTopEntry(k statKey) bool {
 // which lstat refuses (ENAMETOOLONG), count as absent, as they always did;
 // git cannot work in a directory it cannot name either.
 func gitTops(dir string) []gitTop {
-	if !strings.HasPrefix(dir, "/") {
-		return gitTopsByPath(dir)
+	if !strings.HasPrefix(dir, "/") || !canonical(dir) {
+		return gitTopsByPath(dir) // a walk by name would differ at "." and ".."
 	}
 	var found []gitTop
 	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -378,14 +378,21 @@ func gitTops(dir string) []gitTop {
 		} else {
 			rest = ""
 		}
-		if name == "" {
-			continue // a doubled slash: the same directory
-		}
 		// Following a symlink here as a path walk would: lstat(A/x/.git)
 		// resolves A/x as a directory, whatever it is.
 		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			break // no directory there: no .git below it either
+		switch err {
+		case nil:
+		case unix.ENOENT, unix.ENOTDIR, unix.EACCES, unix.ELOOP:
+			// No directory to search there: every lstat below it
+			// fails the same way, so no .git below it either.
+			unix.Close(fd)
+			return reversed(found)
+		default:
+			// Out of descriptors or memory: a walk that stopped here
+			// would miss a repository below, so lstat by path instead.
+			unix.Close(fd)
+			return gitTopsByPath(dir)
 		}
 		unix.Close(fd)
 		fd = next
@@ -396,14 +403,20 @@ func gitTops(dir string) []gitTop {
 		}
 	}
 	unix.Close(fd)
-	for i, j := 0, len(found)-1; i < j; i, j = i+1, j-1 {
-		found[i], found[j] = found[j], found[i]
+	return reversed(found)
+}
+
+// reversed reverses ts in place and returns it: gitTops finds the tops from
+// / down and returns them from dir up, as gitTopsByPath does.
+func reversed(ts []gitTop) []gitTop {
+	for i, j := 0, len(ts)-1; i < j; i, j = i+1, j-1 {
+		ts[i], ts[j] = ts[j], ts[i]
 	}
-	return found
+	return ts
 }
 
 // gitTopsByPath is gitTops by one lstat(2) per ancestor, for a dir that is
-// not absolute.
+// not absolute and canonical, or when the walk runs out of descriptors.
 func gitTopsByPath(dir string) []gitTop {
 	var found []gitTop
 	for a := dir; ; a = parentOf(a) {

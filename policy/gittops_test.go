@@ -40,6 +40,11 @@ func TestGitTops(t *testing.T) {
 		require.Equal(t, gitTopsByPath(root+c.dir), got, "gitTops(%s) against one lstat per ancestor", c.dir)
 	}
 
+	// Not canonical: by path, as before.
+	for _, d := range []string{"/a/./b", "/a//b", "/a/b/c/../y"} {
+		require.Equal(t, gitTopsByPath(root+d), gitTops(root+d), "gitTops(%s)", d)
+	}
+
 	// A chain of 250-byte names 20 deep, made by descriptor, with a .git
 	// directory at levels 5 and 18 (the second beyond PATH_MAX); the
 	// test's cleanup (os.RemoveAll) removes it by descriptor too.
