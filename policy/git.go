@@ -358,10 +358,15 @@ func gitTops(dir string) []gitTop {
 	if err != nil {
 		return gitTopsByPath(dir)
 	}
-	a, rest := "/", dir[1:]
+	// a is dir[:end], the directory fd is open on ("/" for end 0).
+	end := 0
 	for {
-		if len(dotGit(a)) >= unix.PathMax {
-			break
+		a := "/"
+		if end > 0 {
+			a = dir[:end]
+		}
+		if end+len("/.git") >= unix.PathMax {
+			break // lstat(a + "/.git") is ENAMETOOLONG, and deeper too
 		}
 		var st unix.Stat_t
 		if unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
@@ -369,18 +374,17 @@ func gitTops(dir string) []gitTop {
 				found = append(found, gitTop{a, k})
 			}
 		}
-		if rest == "" {
+		if end == len(dir) || dir == "/" {
 			break
 		}
-		name := rest
-		if i := strings.IndexByte(rest, '/'); i >= 0 {
-			name, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = ""
+		next := len(dir)
+		if i := strings.IndexByte(dir[end+1:], '/'); i >= 0 {
+			next = end + 1 + i
 		}
+		name := dir[end+1 : next]
 		// Following a symlink here as a path walk would: lstat(A/x/.git)
 		// resolves A/x as a directory, whatever it is.
-		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		nfd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		switch err {
 		case nil:
 		case unix.ENOENT, unix.ENOTDIR, unix.EACCES, unix.ELOOP:
@@ -395,12 +399,7 @@ func gitTops(dir string) []gitTop {
 			return gitTopsByPath(dir)
 		}
 		unix.Close(fd)
-		fd = next
-		if a == "/" {
-			a = "/" + name
-		} else {
-			a = a + "/" + name
-		}
+		fd, end = nfd, next
 	}
 	unix.Close(fd)
 	return reversed(found)

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -46,11 +48,13 @@ func TestGitTops(t *testing.T) {
 	}
 
 	// A chain of 250-byte names 20 deep, made by descriptor, with a .git
-	// directory at levels 5 and 18 (the second beyond PATH_MAX); the
-	// test's cleanup (os.RemoveAll) removes it by descriptor too.
+	// directory at every level: found down to the last level whose .git
+	// path is shorter than PATH_MAX. The test's cleanup (os.RemoveAll)
+	// removes it by descriptor too.
 	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	require.NoError(t, err)
 	deep := root
+	var want []string
 	for i := 1; i <= 20; i++ {
 		name := strings.Repeat("d", 248) + string(rune('a'+i/10)) + string(rune('a'+i%10))
 		require.NoError(t, unix.Mkdirat(fd, name, 0o755))
@@ -59,13 +63,49 @@ func TestGitTops(t *testing.T) {
 		unix.Close(fd)
 		fd = next
 		deep += "/" + name
-		if i == 5 || i == 18 {
-			require.NoError(t, unix.Mkdirat(fd, ".git", 0o755))
+		require.NoError(t, unix.Mkdirat(fd, ".git", 0o755))
+		if len(deep+"/.git") < unix.PathMax {
+			want = append([]string{strings.TrimPrefix(deep, root)}, want...)
 		}
 	}
 	unix.Close(fd)
-	level5 := deep[:len(root)+5*251]
+	require.Less(t, len(want), 20, "some levels beyond PATH_MAX")
 	got := gitTops(deep)
-	require.Equal(t, []string{strings.TrimPrefix(level5, root)}, dirs(got))
+	require.Equal(t, want, dirs(got))
 	require.Equal(t, gitTopsByPath(deep), got)
+}
+
+// TestGitTopsPathMax: a .git path of PATH_MAX-1 bytes is looked at, one of
+// PATH_MAX bytes is not, as lstat(2) takes the one and refuses the other.
+func TestGitTopsPathMax(t *testing.T) {
+	root := tree(t)
+	for _, c := range []struct {
+		gitLen int
+		found  bool
+	}{{unix.PathMax - 1, true}, {unix.PathMax, false}} {
+		top := fmt.Sprintf("%s/len%d", root, c.gitLen)
+		require.NoError(t, os.Mkdir(top, 0o755))
+		fd, err := unix.Open(top, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		dir := top
+		for target := c.gitLen - len("/.git"); len(dir) < target; {
+			r := target - len(dir) // bytes to add: "/" and a name
+			n := min(250, r-1)
+			if r-1-n == 1 {
+				n-- // leave room for "/" and a name of one byte at least
+			}
+			name := strings.Repeat("d", n)
+			require.NoError(t, unix.Mkdirat(fd, name, 0o755))
+			next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			require.NoError(t, err)
+			unix.Close(fd)
+			fd, dir = next, dir+"/"+name
+		}
+		require.NoError(t, unix.Mkdirat(fd, ".git", 0o755))
+		unix.Close(fd)
+		require.Len(t, dir+"/.git", c.gitLen)
+		got := gitTops(dir)
+		require.Equal(t, c.found, len(got) > 0 && got[0].dir == dir, "gitTops finds the .git of %d bytes", c.gitLen)
+		require.Equal(t, gitTopsByPath(dir), got, "against one lstat per ancestor (.git of %d bytes)", c.gitLen)
+	}
 }
