@@ -295,7 +295,7 @@ func (n *node) where() string {
 	if n.desc.detached {
 		return n.phys()
 	}
-	p, err := os.Readlink(procPath(n.fd()))
+	p, err := readlinkOnce(procPath(n.fd()))
 	if err != nil || !strings.HasPrefix(p, "/") {
 		return n.phys()
 	}
@@ -311,32 +311,66 @@ func (n *node) where() string {
 	return p
 }
 
+// readlinkOnce is os.Readlink in one readlink(2) into a PATH_MAX buffer:
+// os.Readlink starts at 128 bytes and doubles, so a long path cost the
+// kernel up to six d_path walks of it (issue 20 item 17). A text that
+// fills the buffer is ENAMETOOLONG, as the kernel's own /proc links are
+// at PATH_MAX.
+func readlinkOnce(p string) (string, error) {
+	var buf [unix.PathMax]byte
+	for {
+		k, err := unix.Readlink(p, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", &os.PathError{Op: "readlink", Path: p, Err: err}
+		}
+		if k >= len(buf) {
+			return "", &os.PathError{Op: "readlink", Path: p, Err: unix.ENAMETOOLONG}
+		}
+		return string(buf[:k]), nil
+	}
+}
+
 // phys returns the canonical physical path of the node: the root joined
 // with the names on the way up the tree. Hard-linked nodes yield one of
-// their physical paths.
+// their physical paths. The path is built in one allocation: joining name
+// by name copied the growing path once per level, quadratic in depth
+// (issue 20 item 17).
 func (n *node) phys() string {
 	var names []string
 	cur := n
+	size := 0
+	base := ""
 	for {
-		base := ""
-		switch {
-		case cur.IsRoot():
+		if cur.IsRoot() {
 			base = cur.m.root
-		default:
-			name, parent := cur.Parent()
-			if parent == nil {
-				base = cur.origin
-				break
-			}
-			names = append(names, name)
-			cur = parent.Operations().(*node)
-			continue
+			break
 		}
-		for i := len(names) - 1; i >= 0; i-- {
-			base = join(base, names[i])
+		name, parent := cur.Parent()
+		if parent == nil {
+			base = cur.origin
+			break
 		}
+		names = append(names, name)
+		size += 1 + len(name)
+		cur = parent.Operations().(*node)
+	}
+	if len(names) == 0 {
 		return base
 	}
+	if base == "/" {
+		base = ""
+	}
+	var b strings.Builder
+	b.Grow(len(base) + size)
+	b.WriteString(base)
+	for i := len(names) - 1; i >= 0; i-- {
+		b.WriteByte('/')
+		b.WriteString(names[i])
+	}
+	return b.String()
 }
 
 // reviveWindow is how long a forgotten node keeps its descriptor.

@@ -307,6 +307,11 @@ func statOf(path string, nofollow bool) statKey {
 	if err != nil {
 		return statKey{}
 	}
+	return keyOf(&st)
+}
+
+// keyOf is the stat key of attributes st.
+func keyOf(st *unix.Stat_t) statKey {
 	return statKey{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim, ctime: st.Ctim, mode: st.Mode, uid: st.Uid, exists: true}
 }
 
@@ -315,16 +320,120 @@ func statOf(path string, nofollow bool) statKey {
 // keys).
 func (c *repoCache) named(dir string) []string {
 	var out []string
+	for _, t := range gitTops(dir) {
+		out = append(out, c.repo(t.dir, t.key)...)
+	}
+	return out
+}
+
+// gitTop is an ancestor holding a .git entry git may take for a repository
+// (a directory, a "gitdir:" file, or a symlink), with that entry's lstat key.
+type gitTop struct {
+	dir string
+	key statKey
+}
+
+// isTopEntry reports whether a .git entry of stat key k makes its directory
+// a repository top for the rule.
+func isTopEntry(k statKey) bool {
+	t := k.mode & unix.S_IFMT
+	return k.exists && (t == unix.S_IFDIR || t == unix.S_IFREG || t == unix.S_IFLNK)
+}
+
+// gitTops returns the directories at dir or above it (dir first, / last)
+// with a .git entry that makes them a repository top: the result of an
+// lstat(2) of A/.git for each ancestor A. For an absolute dir it walks down
+// from / with one descriptor per level (openat(2) of the next name, then
+// fstatat(2) of .git in it), so a write costs two constant-time calls per
+// level, not an lstat that walks the whole path again at each level (issue
+// 20 item 17: quadratic in depth). A/.git paths of PATH_MAX bytes or more,
+// which lstat refuses (ENAMETOOLONG), count as absent, as they always did;
+// git cannot work in a directory it cannot name either.
+func gitTops(dir string) []gitTop {
+	if !strings.HasPrefix(dir, "/") || !canonical(dir) {
+		return gitTopsByPath(dir) // a walk by name would differ at "." and ".."
+	}
+	var found []gitTop
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return gitTopsByPath(dir)
+	}
+	// a is dir[:end], the directory fd is open on ("/" for end 0).
+	end := 0
+	for {
+		a := "/"
+		if end > 0 {
+			a = dir[:end]
+		}
+		if end+len("/.git") >= unix.PathMax {
+			break // lstat(a + "/.git") is ENAMETOOLONG, and deeper too
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			if k := keyOf(&st); isTopEntry(k) {
+				found = append(found, gitTop{a, k})
+			}
+		}
+		if end == len(dir) || dir == "/" {
+			break
+		}
+		next := len(dir)
+		if i := strings.IndexByte(dir[end+1:], '/'); i >= 0 {
+			next = end + 1 + i
+		}
+		name := dir[end+1 : next]
+		// Following a symlink here as a path walk would: lstat(A/x/.git)
+		// resolves A/x as a directory, whatever it is.
+		nfd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		switch err {
+		case nil:
+		case unix.ENOENT, unix.ENOTDIR, unix.EACCES, unix.ELOOP:
+			// No directory to search there: every lstat below it
+			// fails the same way, so no .git below it either.
+			unix.Close(fd)
+			return reversed(found)
+		default:
+			// Out of descriptors or memory: a walk that stopped here
+			// would miss a repository below, so lstat by path instead.
+			unix.Close(fd)
+			return gitTopsByPath(dir)
+		}
+		unix.Close(fd)
+		fd, end = nfd, next
+	}
+	unix.Close(fd)
+	return reversed(found)
+}
+
+// reversed reverses ts in place and returns it: gitTops finds the tops from
+// / down and returns them from dir up, as gitTopsByPath does.
+func reversed(ts []gitTop) []gitTop {
+	for i, j := 0, len(ts)-1; i < j; i, j = i+1, j-1 {
+		ts[i], ts[j] = ts[j], ts[i]
+	}
+	return ts
+}
+
+// gitTopsByPath is gitTops by one lstat(2) per ancestor, for a dir that is
+// not absolute and canonical, or when the walk runs out of descriptors.
+func gitTopsByPath(dir string) []gitTop {
+	var found []gitTop
 	for a := dir; ; a = parentOf(a) {
-		dotgit := filepath.Join(a, ".git")
-		k := statOf(dotgit, true)
-		if k.exists && (k.mode&unix.S_IFMT == unix.S_IFDIR || k.mode&unix.S_IFMT == unix.S_IFREG || k.mode&unix.S_IFMT == unix.S_IFLNK) {
-			out = append(out, c.repo(a, k)...)
+		if k := statOf(dotGit(a), true); isTopEntry(k) {
+			found = append(found, gitTop{a, k})
 		}
 		if a == "/" {
-			return out
+			return found
 		}
 	}
+}
+
+// dotGit is filepath.Join(a, ".git") for a clean a, without cleaning again.
+func dotGit(a string) string {
+	if a == "/" {
+		return "/.git"
+	}
+	return a + "/.git"
 }
 
 // repo returns what the repository with its top at a names, from the cache
