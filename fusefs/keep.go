@@ -673,5 +673,11 @@ func checkAdopt(root, mountpoint string, c *transport.Conn) (rootCanon, mpCanon 
 		return "", "", fmt.Errorf("take over %q: the connection kept is %s %q of root %q, not root %q",
 			mountpoint, c.Meta.Kind, c.Meta.Mountpoint, c.Meta.Root, rootCanon)
 	}
+	// Unmounted while no server ran (wsfs unmount, umount -l): the
+	// connection outlives its mount as long as a descriptor of it is open,
+	// but serving it would serve nothing.
+	if e, ok, err := MountAt(mpCanon); err == nil && (!ok || e.FSType != "fuse.wsfs") {
+		return "", "", fmt.Errorf("take over %q: the connection's mount is gone (unmounted while no server ran)", mountpoint)
+	}
 	return rootCanon, mpCanon, nil
 }

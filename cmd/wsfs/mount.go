@@ -492,7 +492,12 @@ mount is refused with the processes holding it; --force detaches it lazily.`,
 			if mp == "" {
 				return errUsage("unmount: MOUNTPOINT is blank")
 			}
-			if _, err := os.Lstat(mp); errors.Is(err, fs.ErrNotExist) {
+			// Not lstat(2): on the mountpoint of a kept connection whose
+			// daemon is down it is a GETATTR nobody answers (the caller
+			// would wait in D state for the next daemon). statx(2) with
+			// AT_STATX_DONT_SYNC is answered from the kernel's cache.
+			var stx unix.Statx_t
+			if err := unix.Statx(unix.AT_FDCWD, mp, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC|unix.AT_NO_AUTOMOUNT, 0, &stx); err == unix.ENOENT {
 				return errUsage("unmount %q: does not exist", mp)
 			}
 			// The mount table names mount points by their physical path: a
