@@ -349,44 +349,53 @@ func decodeBody(r *http.Request, v any) error {
 // duplicateKey refuses an object that names a key twice (RFC 8259 §4: names
 // "SHOULD be unique"; encoding/json keeps the last one, so
 // {"mode":"full-access","mode":"read-only"} would silently mean read-only).
-// raw is one well-formed JSON value.
+// raw is one well-formed JSON value (decodeBody decoded it already). It
+// scans the bytes once, in time linear in raw (encoding/json's
+// Decoder.Token took 70 ms on a 1 MB body of 100,000 strings): a string at
+// a key's place in an object is a key, compared unescaped.
 func duplicateKey(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	// One entry per open object (its keys so far) or array (nil); inKey:
-	// the next token of the innermost object is a key or its '}'.
-	var stack []map[string]bool
-	inKey := false
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if k, ok := tok.(string); ok && inKey {
-			keys := stack[len(stack)-1]
-			if keys[k] {
-				return fmt.Errorf("key %q given twice", k)
-			}
-			keys[k], inKey = true, false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, map[string]bool{})
-			inKey = true
-			continue
-		case json.Delim('['):
-			stack = append(stack, nil)
-			inKey = false
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: inside an object, a key (or '}') comes next.
-		inKey = len(stack) > 0 && stack[len(stack)-1] != nil
+	type open struct {
+		keys    map[string]bool // nil for an array
+		wantKey bool            // the next string is a key
 	}
+	var stack []open
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '{':
+			stack = append(stack, open{keys: map[string]bool{}, wantKey: true})
+		case '[':
+			stack = append(stack, open{})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if top := len(stack) - 1; top >= 0 && stack[top].keys != nil {
+				stack[top].wantKey = true
+			}
+		case '"':
+			j, escaped := i+1, false
+			for ; j < len(raw) && raw[j] != '"'; j++ {
+				if raw[j] == '\\' {
+					j++
+					escaped = true
+				}
+			}
+			top := len(stack) - 1
+			if top >= 0 && stack[top].keys != nil && stack[top].wantKey {
+				k := string(raw[i+1 : j])
+				if escaped {
+					if err := json.Unmarshal(raw[i:j+1], &k); err != nil {
+						return err
+					}
+				}
+				if stack[top].keys[k] {
+					return fmt.Errorf("key %q given twice", k)
+				}
+				stack[top].keys[k], stack[top].wantKey = true, false
+			}
+			i = j
+		}
+	}
+	return nil
 }
 
 // jsonWant names the JSON value a Go type decodes from.

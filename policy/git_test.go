@@ -152,6 +152,10 @@ func TestLimits(t *testing.T) {
 		{Path: root + "/c", Access: AccessReadWrite}, {Path: root + "/d", Access: AccessReadWrite}}
 	_, err = Compile(Spec{Mode: ModeReadOnly, Primary: proj, Temp: []string{}, Protected: many(MaxProtected, sub), Additional: rw})
 	require.NoError(t, err)
+	// A patch over a count limit is refused before it is merged.
+	assert.EqualError(t, Patch{Additional: make([]Root, MaxAdditional+1)}.CheckLimits(), "policy: additional: 257 entries, at most 256")
+	assert.EqualError(t, Patch{Protected: many(100000, sub)}.CheckLimits(), "policy: protected: 100000 entries, at most 1024")
+	assert.NoError(t, Patch{Protected: many(MaxProtected, sub)}.CheckLimits())
 	// A patch of many entries merges in linear time, and Compile refuses it.
 	big := Spec{Primary: proj}.Apply(Patch{Protected: many(100000, sub)})
 	assert.Len(t, big.Protected, 100000)
