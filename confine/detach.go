@@ -71,8 +71,9 @@ func runNamespaceStage(config string, args []string) int {
 // isolateMounts moves the calling thread into a new mount namespace
 // (unshare(2) CLONE_NEWNS), makes every mount in it private (so that
 // nothing done here or later reaches the host, mount_namespaces(7)) and
-// detaches every FUSE mount that does not hold one of keep nor lies under
-// one that does (detachForeignFUSE). It locks the goroutine to its thread
+// detaches every FUSE mount and every mount inside a hidden place that
+// neither holds one of keep nor lies under one that does
+// (detachForeignMounts). It locks the goroutine to its thread
 // for good: the thread must exec (or the process exit) afterwards; the
 // runtime ends a thread whose goroutine exits locked.
 func isolateMounts(keep, hidden []string) error {
@@ -83,7 +84,7 @@ func isolateMounts(keep, hidden []string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make the jail's mounts private: %w", err)
 	}
-	if err := detachForeignFUSE(keep); err != nil {
+	if err := detachForeignMounts(keep, hidden); err != nil {
 		return err
 	}
 	return detachHiddenSources(keep, hidden)
@@ -181,16 +182,24 @@ func keptMountID(p string) (int, error) {
 	return int(stx.Mnt_id), nil
 }
 
-// detachForeignFUSE detaches (umount2(2) MNT_DETACH) every FUSE mount of
-// the calling thread's mount namespace except the mounts holding the
-// existing paths of keep and their ancestors. umount2 reaches the topmost
+// detachForeignMounts detaches (umount2(2) MNT_DETACH) every FUSE mount of
+// the calling thread's mount namespace, and every mount at or inside one
+// of the hidden places (a layer session's overlay under the state
+// directory, a host mount inside another session's root), except the
+// mounts holding the existing paths of keep and their ancestors: the jail's
+// /proc/self/mountinfo then lists no mount the tmpfs over a hidden place
+// would merely cover (their mountpoints and options, an overlay's lowerdir
+// naming another session's root among them). umount2 reaches the topmost
 // mount at a path (statx's mount id says which): a FUSE mount covered by
 // mounts stacked on it (its descendants, which go with it anyway) is
 // reached by detaching those first, one per round; one covered by a mount
 // over a parent directory is out of reach and stays. Call it only in a
 // private namespace of the thread's own (isolateMounts): an unmount in a
 // namespace that shares mounts with the host propagates to it.
-func detachForeignFUSE(keep []string) error {
+func detachForeignMounts(keep, hidden []string) error {
+	inHidden := func(p string) bool {
+		return slices.ContainsFunc(hidden, func(h string) bool { return identity.Within(p, h) })
+	}
 	kept := map[int]bool{}
 	for _, p := range keep {
 		if id, err := keptMountID(p); err == nil {
@@ -229,7 +238,7 @@ func detachForeignFUSE(keep []string) error {
 		}
 		covered := false
 		for _, m := range ms {
-			if !isFUSE(m.FSType) || keepAll[m.ID] || under(m.ID) {
+			if !(isFUSE(m.FSType) || inHidden(m.Point)) || keepAll[m.ID] || under(m.ID) {
 				continue
 			}
 			top, err := mountIDAt(m.Point, false)
@@ -247,7 +256,7 @@ func detachForeignFUSE(keep []string) error {
 				covered = true
 			}
 			if err := unix.Unmount(m.Point, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
-				return fmt.Errorf("detach the FUSE mount at %s from the jail: %w", m.Point, err)
+				return fmt.Errorf("detach the %s mount at %s from the jail: %w", m.FSType, m.Point, err)
 			}
 			detached[top] = true
 		}

@@ -63,24 +63,14 @@ func (m *Manager) compilePolicy(id, root string, spec policy.Spec, ownTmp string
 // parent's: see Create),
 // CodeInternal (the record write failed).
 func (m *Manager) SetPolicy(ctx context.Context, id string, spec policy.Spec) (Session, error) {
-	s, err := m.locked(id, true)
-	if err != nil {
-		return Session{}, err
-	}
-	out, err := m.applyPolicyLocked(s, id, spec)
-	s.mu.Unlock()
-	if err == nil {
-		m.narrowChildren(id)
-	}
-	return out, err
+	return m.changePolicy(id, func(policy.Spec) policy.Spec { return spec })
 }
 
 // PatchPolicy changes some fields of session id's policy (policy.Patch: a
 // new mode, added or re-accessed additional roots, added protected
 // subpaths), live, as SetPolicy replaces all of it: the patched spec is
 // compiled, the record written durably, then the mount's policy swapped.
-// The read, patch and write happen under the session's lock, so two
-// concurrent patches both apply. An empty patch is refused (ErrInvalid).
+// Two concurrent patches both apply (changePolicy). An empty patch is refused (ErrInvalid).
 //
 // Errors: ErrNotFound, ErrFailed, ErrInvalid (empty patch, or the patched
 // policy does not compile or grants more than a parent's), CodeInternal (the record write failed).
@@ -88,16 +78,62 @@ func (m *Manager) PatchPolicy(ctx context.Context, id string, p policy.Patch) (S
 	if p.Empty() {
 		return Session{}, errorf(CodeInvalid, "session %q: policy patch: empty (give mode, additional or protected)", id)
 	}
-	s, err := m.locked(id, true)
-	if err != nil {
-		return Session{}, err
+	if err := p.CheckLimits(); err != nil {
+		return Session{}, errorf(CodeInvalid, "session %q: %v", id, err)
 	}
-	out, err := m.applyPolicyLocked(s, id, s.rec.Policy.Apply(p))
-	s.mu.Unlock()
-	if err == nil {
-		m.narrowChildren(id)
+	return m.changePolicy(id, func(cur policy.Spec) policy.Spec { return cur.Apply(p) })
+}
+
+// policyCompileHook, when set (by a test), is called by changePolicy with
+// the session's id while it compiles, the session's lock not held.
+var policyCompileHook func(id string)
+
+// changePolicy sets session id's policy to next(the spec in force). The
+// session's lock is held only to read the spec in force and to swap the
+// new one in, not while it compiles (Compile is linear, but a policy near
+// the limits still takes milliseconds, and every request that lists or
+// reads a session takes its lock): a session list, or a request for the
+// same session, never waits for a compilation. When the policy in force
+// changed meanwhile (another patch, a parent's narrowing), next is applied
+// to the new one and compiled again, so that concurrent changes all apply.
+func (m *Manager) changePolicy(id string, next func(policy.Spec) policy.Spec) (Session, error) {
+	for {
+		s, err := m.locked(id, true)
+		if err != nil {
+			return Session{}, err
+		}
+		inForce, root, tmp := s.pol, s.rec.Root, s.rec.TmpDir
+		spec := next(s.rec.Policy)
+		s.mu.Unlock()
+		if spec.Temp == nil {
+			spec.Temp = []string{tmp} // as at Create
+		}
+		if policyCompileHook != nil {
+			policyCompileHook(id)
+		}
+		pspec, pol, err := m.compilePolicy(id, root, spec, tmp)
+		if err != nil {
+			return Session{}, err
+		}
+		again, err := m.locked(id, true)
+		if err != nil {
+			return Session{}, err
+		}
+		if again != s || s.pol != inForce {
+			again.mu.Unlock()
+			continue // removed and made again, or changed meanwhile
+		}
+		if err := m.checkUnderParent(s, id, pol); err != nil {
+			s.mu.Unlock()
+			return Session{}, err
+		}
+		out, err := m.swapPolicyLocked(s, id, pspec, pol)
+		s.mu.Unlock()
+		if err == nil {
+			m.narrowChildren(id)
+		}
+		return out, err
 	}
-	return out, err
 }
 
 // checkUnderParent refuses pol for s (locked by the caller) when s is a
@@ -115,23 +151,6 @@ func (m *Manager) checkUnderParent(s *session, id string, pol *policy.Policy) er
 		return err
 	}
 	return checkNarrower(id, s.rec.Parent, ppol, pol, prec.Symlinks, s.rec.Symlinks, s.rec.TmpDir)
-}
-
-// applyPolicyLocked compiles spec for s (locked by the caller), checks it
-// against the parent, writes the record, then swaps the mount's policy; on
-// error nothing changed.
-func (m *Manager) applyPolicyLocked(s *session, id string, spec policy.Spec) (Session, error) {
-	if spec.Temp == nil {
-		spec.Temp = []string{s.rec.TmpDir} // as at Create
-	}
-	pspec, pol, err := m.compilePolicy(id, s.rec.Root, spec, s.rec.TmpDir)
-	if err != nil {
-		return Session{}, err
-	}
-	if err := m.checkUnderParent(s, id, pol); err != nil {
-		return Session{}, err
-	}
-	return m.swapPolicyLocked(s, id, pspec, pol)
 }
 
 // swapPolicyLocked writes pspec (compiled: pol) into s's record (s locked

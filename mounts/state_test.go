@@ -186,6 +186,12 @@ func TestDuplicateKey(t *testing.T) {
 		`{"policy":{"roots":[{"path":"/x","path":"/y"}]}}`:        `key "path" given twice`,
 		`{"a":{"b":1},"c":2,"a":3}`:                               `key "a" given twice`,
 		`{"labels":{"k":"1","k":"2"}}`:                            `key "k" given twice`,
+		// Keys compared unescaped; strings holding quotes, braces and
+		// commas are values, not structure.
+		`{"mo\u0064e":"a","mode":"b"}`:                `key "mode" given twice`,
+		`{"a":"x\",\"a\":{","b":"}],\"b\""}`:          "",
+		`{"a":["\"a\"",{"a":1}],"b":{"\"":1,"\\":2}}`: "",
+		` { "a" : 1 , "a" : 2 } `:                     `key "a" given twice`,
 	} {
 		err := duplicateKey([]byte(body))
 		got := ""

@@ -66,12 +66,17 @@ type compiler struct {
 // refused before any work (a policy at the limits compiles in well under
 // 100 ms): MaxAdditional additional roots, MaxTemp temp entries,
 // MaxProtected protected entries, and MaxPathBytes bytes in any one path
-// (PATH_MAX - 1, what the kernel takes).
+// (PATH_MAX - 1, what the kernel takes). Each protected entry is guarded
+// in every writable root (the primary unless read-only, each read-write
+// additional root), and each guard is walked at compile time:
+// MaxProtectedPlaces bounds their product (BenchmarkCompileAtLimits:
+// about 50 ms at the bound).
 const (
-	MaxAdditional = 256
-	MaxTemp       = 64
-	MaxProtected  = 1024
-	MaxPathBytes  = 4095
+	MaxAdditional      = 256
+	MaxTemp            = 64
+	MaxProtected       = 1024
+	MaxProtectedPlaces = 4096
+	MaxPathBytes       = 4095
 )
 
 // checkLimits refuses a spec over the limits with a one-line error naming
@@ -84,6 +89,18 @@ func checkLimits(in Spec) error {
 		if f.n > f.max {
 			return fmt.Errorf("policy: %s: %d entries, at most %d", f.name, f.n, f.max)
 		}
+	}
+	writable := 0
+	if m, err := ParseMode(string(in.Mode)); err != nil || m != ModeReadOnly {
+		writable++
+	}
+	for _, r := range in.Additional {
+		if r.Access == AccessReadWrite {
+			writable++
+		}
+	}
+	if n := len(in.Protected) * writable; n > MaxProtectedPlaces {
+		return fmt.Errorf("policy: protected: %d entries in each of %d writable roots (%d places), at most %d in all", len(in.Protected), writable, n, MaxProtectedPlaces)
 	}
 	long := func(field string, p string) error {
 		if len(p) > MaxPathBytes {

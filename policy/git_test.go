@@ -132,6 +132,9 @@ func TestLimits(t *testing.T) {
 		{Spec{Primary: proj, Temp: many(MaxTemp+1, func(i int) string { return "/tmp" })}, "policy: temp: 65 entries, at most 64"},
 		{Spec{Primary: proj, Additional: make([]Root, MaxAdditional+1)}, "policy: additional: 257 entries, at most 256"},
 		{Spec{Primary: proj, Protected: []string{strings.Repeat("a", 4096)}}, "policy: protected[0]: 4096 bytes, at most 4095"},
+		{Spec{Primary: proj, Protected: many(MaxProtected, sub), Additional: []Root{{Path: root + "/a", Access: AccessReadWrite}, {Path: root + "/b", Access: AccessReadOnly},
+			{Path: root + "/c", Access: AccessReadWrite}, {Path: root + "/d", Access: AccessReadWrite}, {Path: root + "/e", Access: AccessReadWrite}}},
+			"policy: protected: 1024 entries in each of 5 writable roots (5120 places), at most 4096 in all"},
 	} {
 		_, err := Compile(c.spec)
 		require.Error(t, err)
@@ -140,6 +143,19 @@ func TestLimits(t *testing.T) {
 	p, err := Compile(Spec{Primary: proj, Temp: []string{}, Protected: many(MaxProtected, sub)})
 	require.NoError(t, err)
 	assert.Len(t, p.Spec().Protected, MaxProtected)
+	// A read-only session guards nothing: 4 read-write additional roots
+	// are at the bound.
+	for _, d := range []string{"a", "b", "c", "d"} {
+		require.NoError(t, os.MkdirAll(root+"/"+d, 0o755))
+	}
+	rw := []Root{{Path: root + "/a", Access: AccessReadWrite}, {Path: root + "/b", Access: AccessReadWrite},
+		{Path: root + "/c", Access: AccessReadWrite}, {Path: root + "/d", Access: AccessReadWrite}}
+	_, err = Compile(Spec{Mode: ModeReadOnly, Primary: proj, Temp: []string{}, Protected: many(MaxProtected, sub), Additional: rw})
+	require.NoError(t, err)
+	// A patch over a count limit is refused before it is merged.
+	assert.EqualError(t, Patch{Additional: make([]Root, MaxAdditional+1)}.CheckLimits(), "policy: additional: 257 entries, at most 256")
+	assert.EqualError(t, Patch{Protected: many(100000, sub)}.CheckLimits(), "policy: protected: 100000 entries, at most 1024")
+	assert.NoError(t, Patch{Protected: many(MaxProtected, sub)}.CheckLimits())
 	// A patch of many entries merges in linear time, and Compile refuses it.
 	big := Spec{Primary: proj}.Apply(Patch{Protected: many(100000, sub)})
 	assert.Len(t, big.Protected, 100000)

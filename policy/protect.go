@@ -521,11 +521,19 @@ func (gs *guardSet) buildIndex() {
 		if gs.gindex[g.key] == nil {
 			gs.gindex[g.key] = g
 		}
+		// Each proper ancestor of the key (clean and absolute: cut at its
+		// last "/", no copy), up to the first one a guard added before
+		// reached: that guard added the rest already, so the index is
+		// built in time linear in the keys' total length.
 		for q := g.key; q != "/"; {
-			q = filepath.Dir(q)
-			if gs.above[q] == nil {
-				gs.above[q] = g
+			i := strings.LastIndexByte(q, '/')
+			if q = q[:i]; i == 0 {
+				q = "/"
 			}
+			if gs.above[q] != nil {
+				break
+			}
+			gs.above[q] = g
 		}
 	}
 	sort.SliceStable(gs.inner, func(i, j int) bool { return len(gs.inner[i].key) > len(gs.inner[j].key) })
