@@ -64,6 +64,12 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 		// The mount's answer: a mount inside the root is decided at its
 		// source (fusefs.Server.Decide).
 		decide = s.srv.Decide
+	} else if v.hostSrv != nil {
+		// Outside the root, the host view's: its hidden places (the
+		// daemon's own directories, other sessions, /tmp but for the
+		// session's temp area) and mount sources, as a process reaching
+		// the path through it is answered.
+		decide = v.hostSrv.Decide
 	}
 	res.Read = decision(decide(policy.OpRead, res.Key))
 	res.Write = decision(decide(policy.OpWrite, res.Key))
