@@ -376,7 +376,7 @@ func checkStaleMounts() []check {
 			continue
 		case unix.ETIMEDOUT:
 			out = append(out, check{Name: "hung mount", Status: checkFail, Detail: mp + ": does not answer within " + probeTimeout.String(),
-				Fix: "if a wsfs serve that keeps its connections is down, start it again: it serves this mount on; otherwise abort its FUSE connection (/sys/fs/fuse/connections/N/abort, N its minor device) and wsfs unmount " + mp})
+				Fix: "if a wsfs serve that keeps its connections is down, start it again: it serves this mount on; otherwise abort its FUSE connection (echo 1 > " + abortFile(table[mp].Dev) + ") and wsfs unmount " + mp})
 			continue
 		}
 		live++
@@ -399,4 +399,16 @@ func checkStaleMounts() []check {
 		out = append(out, check{Name: "stale mounts", Status: checkOK, Detail: fmt.Sprintf("none (%d live wsfs mounts)", live)})
 	}
 	return out
+}
+
+// abortFile returns the fusectl file that aborts the FUSE connection of the
+// mount with device dev ("MAJOR:MINOR"): the connection is named by the
+// device's minor number (Documentation/filesystems/fuse.rst, "Control
+// filesystem").
+func abortFile(dev string) string {
+	_, minor, ok := strings.Cut(dev, ":")
+	if !ok || minor == "" {
+		minor = "N"
+	}
+	return "/sys/fs/fuse/connections/" + minor + "/abort"
 }

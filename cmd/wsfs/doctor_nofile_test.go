@@ -28,3 +28,18 @@ func TestCheckTransport(t *testing.T) {
 		Detail: "/dev/fuse: the kernel has no FUSE over io_uring (/sys/module/fuse/parameters/enable_uring is missing)",
 		Fix:    "Linux 6.14+ built with CONFIG_FUSE_IO_URING serves over per-CPU rings"}, checkTransport(false, false))
 }
+
+// TestAbortFile: doctor's fix for a hung mount names the fusectl file of
+// its connection (the device's minor number), N only when the device is
+// not known.
+func TestAbortFile(t *testing.T) {
+	for dev, want := range map[string]string{
+		"0:57": "/sys/fs/fuse/connections/57/abort",
+		"":     "/sys/fs/fuse/connections/N/abort",
+		"0:":   "/sys/fs/fuse/connections/N/abort",
+	} {
+		if got := abortFile(dev); got != want {
+			t.Errorf("abortFile(%q) = %q, want %q", dev, got, want)
+		}
+	}
+}
