@@ -74,8 +74,9 @@ func (l *Layer) Diff(text bool) ([]api.Change, error) {
 type objID struct{ dev, ino uint64 }
 
 // diff is Diff, with the identity of the project's object at each deleted
-// path and each path where a non-directory replaces it (what a commit may
-// remove there).
+// path, each path where a non-directory replaces it (what a commit may
+// remove there) and each modified path (the only object a commit may
+// change there).
 func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
 	d := &differ{l: l, text: text, deleted: map[string]objID{}}
 	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
@@ -201,6 +202,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			}
 			if len(fields) > 0 {
 				d.out = append(d.out, api.Change{Path: up, Kind: ChangeModified, Type: typeName(ust.Mode), Fields: fields, Diff: diff})
+				d.deleted[up] = objID{lst.Dev, lst.Ino}
 			}
 		}
 	}
@@ -273,6 +275,7 @@ func (d *differ) dir(ufd int, name, up, lp string, lst *unix.Stat_t) error {
 	}
 	if len(fields) > 0 && !committedCopy(d.base, up, &ust) {
 		d.out = append(d.out, api.Change{Path: up, Kind: ChangeModified, Type: "dir", Fields: fields})
+		d.deleted[up] = objID{lst.Dev, lst.Ino}
 	}
 	return d.walk(up, lp, true, opaque)
 }
@@ -773,7 +776,7 @@ func (l *Layer) apply(proj, merged int, c api.Change, old objID) error {
 		return removeAllAt(proj, c.Path, old)
 	case ChangeModified:
 		if !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
-			return metaAt(merged, proj, c.Path)
+			return metaAt(merged, proj, c.Path, old)
 		}
 		return putAt(merged, proj, c.Path, false, c.Type, old)
 	case ChangeRenamed:
@@ -827,7 +830,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 		case c.Kind == ChangeAdded || c.Kind == ChangeRenamed:
 			err = removeAllAt(merged, c.Path, objID{})
 		case c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target"):
-			err = metaAt(proj, merged, c.Path)
+			err = metaAt(proj, merged, c.Path, objID{})
 		default:
 			if err = removeAllAt(merged, c.Path, objID{}); err == nil {
 				err = putAt(proj, merged, c.Path, true, "", objID{})

@@ -437,7 +437,7 @@ func readNames(fd int) ([]string, error) {
 // metaAt gives dst's object at rel the attributes of src's there
 // (setMeta), both opened O_NOFOLLOW; an object of another type than
 // src's is refused.
-func metaAt(src, dst int, rel string) error {
+func metaAt(src, dst int, rel string, want objID) error {
 	sfd, err := openAt(src, rel, unix.O_PATH|unix.O_NOFOLLOW)
 	if err != nil {
 		return err
@@ -458,6 +458,11 @@ func metaAt(src, dst int, rel string) error {
 	}
 	if st.Mode&unix.S_IFMT != dt.Mode&unix.S_IFMT {
 		return fmt.Errorf("a %s now, not a %s: changed since the diff", typeName(dt.Mode), typeName(st.Mode))
+	}
+	if want != (objID{}) && (objID{dt.Dev, dt.Ino}) != want {
+		// Another object renamed to rel since the diff (one the
+		// session's user could not chmod or chown itself).
+		return fmt.Errorf("another %s now: changed since the diff", typeName(dt.Mode))
 	}
 	return setMeta(sfd, &st, dfd)
 }
