@@ -4,6 +4,7 @@ package mounts
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -70,6 +71,14 @@ func (l *Layer) Diff(text bool) ([]api.Change, error) {
 	return out, err
 }
 
+// DiffUnder is Diff with the unified diffs computed only under paths
+// (relative to the project; none: everywhere) and the walk stopped with
+// ctx's error once ctx is done (a client that went away).
+func (l *Layer) DiffUnder(ctx context.Context, paths []string, text bool) ([]api.Change, error) {
+	out, _, err := l.diffWith(ctx, paths, text)
+	return out, err
+}
+
 // objID is an object's device and inode number.
 type objID struct{ dev, ino uint64 }
 
@@ -78,7 +87,12 @@ type objID struct{ dev, ino uint64 }
 // remove there) and each modified path (the only object a commit may
 // change there).
 func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
-	d := &differ{l: l, text: text, deleted: map[string]objID{}}
+	return l.diffWith(context.Background(), nil, text)
+}
+
+// diffWith is diff with DiffUnder's paths and ctx.
+func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]api.Change, map[string]objID, error) {
+	d := &differ{l: l, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}}
 	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
 	if err != nil {
 		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
@@ -133,6 +147,8 @@ type differ struct {
 	uroot, lroot int              // the upper directory and the project, open O_PATH
 	deleted      map[string]objID // the project's object a commit removes at a path
 	base         map[string]baseRec
+	ctx          context.Context
+	textUnder    []string // unified diffs only below these (none: all)
 }
 
 // walk compares the upper directory urel with the project's directory lrel
@@ -153,6 +169,9 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		if err := d.ctx.Err(); err != nil {
+			return err
+		}
 		up, lp := relJoin(urel, name), relJoin(lrel, name)
 		var ust unix.Stat_t
 		if err := unix.Fstatat(ufd, name, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -362,7 +381,7 @@ func (d *differ) compareFiles(up, lp string) (bool, string, error) {
 	if err != nil || same {
 		return same, "", err
 	}
-	if !d.text || ust.Size > maxDiffText || lst.Size > maxDiffText {
+	if !d.text || !within(up, d.textUnder) || ust.Size > maxDiffText || lst.Size > maxDiffText {
 		return false, "", nil
 	}
 	ub, err := io.ReadAll(io.NewSectionReader(uf, 0, maxDiffText+1))

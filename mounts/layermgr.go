@@ -135,7 +135,7 @@ func (m *Manager) Diff(ctx context.Context, id string, paths []string, text bool
 		return api.DiffResult{}, err
 	}
 	var all []api.Change
-	if err := l.run(func() (err error) { all, err = l.Diff(text); return err }); err != nil {
+	if err := l.run(func() (err error) { all, err = l.DiffUnder(ctx, rels, text); return err }); err != nil {
 		return api.DiffResult{}, layerErr(id, "diff", err)
 	}
 	out := api.DiffResult{Session: id, Changes: []api.Change{}}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/wsfs/wsfs/identity"
 	"github.com/wsfs/wsfs/policy"
@@ -64,16 +65,34 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 		// The mount's answer: a mount inside the root is decided at its
 		// source (fusefs.Server.Decide).
 		decide = s.srv.Decide
-	} else if v.hostSrv != nil {
-		// Outside the root, the host view's: its hidden places (the
-		// daemon's own directories, other sessions, /tmp but for the
-		// session's temp area) and mount sources, as a process reaching
-		// the path through it is answered.
-		decide = v.hostSrv.Decide
+	} else if m.hiddenFrom(id, key) {
+		// Outside the root, the places every view of the session hides
+		// (its jails and host view alike): the daemon's own directories
+		// but for the session's temp area, and other sessions' places.
+		hidden := policy.Decision{Allow: false, Rule: "hostview:hidden", Errno: syscall.EACCES}
+		decide = func(policy.Op, string) policy.Decision { return hidden }
 	}
 	res.Read = decision(decide(policy.OpRead, res.Key))
 	res.Write = decision(decide(policy.OpWrite, res.Key))
 	return res, nil
+}
+
+// hiddenFrom reports whether the canonical path key, outside session id's
+// root, is hidden from the session: in the daemon's state directory, mount
+// base or another directory it hides (viewHidden), but for the session's
+// own temp area, or in another session's place (m.places). These are the
+// places its jails cover and its host view refuses.
+func (m *Manager) hiddenFrom(id, key string) bool {
+	if identity.Within(key, filepath.Join(m.tmpBase, id)) {
+		return false
+	}
+	for _, h := range m.viewHidden() {
+		if identity.Within(key, h) {
+			return true
+		}
+	}
+	_, _, rel, ok := m.places.Conflict(key, id)
+	return ok && rel == "lies in"
 }
 
 // decision converts a policy.Decision to its JSON form.

@@ -10,12 +10,11 @@ import (
 )
 
 // TestResolveOutsideAsHostView: `session resolve` of a path outside the
-// root answers as the session's host view does (the way a process reaches
-// it): the daemon's session records are hidden there (EACCES,
-// hostview:hidden), and so resolve says, not the bare policy's
-// outside:read-only; a plain outside path reads. Found by a new user's
-// trial (resolve allowed reading the state directory; `cat` through the
-// host view was Permission denied).
+// root in a place the session's views hide (its jails cover it, its host
+// view refuses it) says so: the daemon's session records are EACCES
+// (hostview:hidden), not the bare policy's outside:read-only, as a look
+// through the host view agrees; a plain outside path reads. Found by a new
+// user's trial (resolve allowed reading the state directory).
 func TestResolveOutsideAsHostView(t *testing.T) {
 	dir := newDaemonDir(t)
 	d := startDaemon(t, dir)
