@@ -301,7 +301,7 @@ func (h *hostView) hidesBelow(dir string) bool {
 // without following it and fstats it, refusing to enter a mount of a
 // refused type: the crossing is detected with RESOLVE_NO_XDEV, the type read
 // from mountinfo.
-func (h *hostView) openChild(pol *policy.Policy, dirfd int, name, p string) (int, syscall.Stat_t, error) {
+func (h *hostView) openChild(pol *policy.Policy, cs *crossings, dirfd int, name, p string) (int, syscall.Stat_t, error) {
 	fd, err := retryFd(func() (int, error) {
 		return unix.Openat2(dirfd, name, &unix.OpenHow{
 			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
@@ -316,7 +316,12 @@ func (h *hostView) openChild(pol *policy.Policy, dirfd int, name, p string) (int
 		if d, ok := mountGate(pol, table, p); !ok {
 			return -1, syscall.Stat_t{}, &denial{d}
 		}
-		return openPathStat(dirfd, name)
+		// What lies below is decided at its source too (crossings): a
+		// bind of a directory above a hidden place hides it there.
+		return cs.crossInto(dirfd, name, p)
+	}
+	if err == nil {
+		cs.notMount(p)
 	}
 	return statOpened(fd, err)
 }
@@ -663,6 +668,13 @@ func MountHostView(cfg HostViewConfig) (*Server, error) {
 		log:     logger,
 		session: cfg.Session,
 		host:    h,
+	}
+	// A lookup that crosses into a mount decides what is below it at its
+	// source as well (crossings, as a session mount does): a directory
+	// reached by two paths is hidden whichever name is looked up first.
+	m.cross = &crossings{root: "/", byID: map[uint64]*crossed{}, hide: h}
+	if cfg.Adopt != nil {
+		m.cross.learnTable(func(string) bool { return true })
 	}
 	m.pol.Store(cfg.Policy)
 	srv, err := m.serve(rootFd, &st, serveOpts{

@@ -169,8 +169,14 @@ func (m *mount) decide(op policy.Op, p string, obj policy.Object) policy.Decisio
 	}
 	var d policy.Decision
 	if srcs := m.cross.sources(p); srcs != nil {
-		// In a mount inside the root: decided where its objects are.
+		// In a mount inside the root: decided where its objects are. In
+		// a host view p is a host path as well: the stricter of the two.
 		d = m.cross.decideSources(m.policy(), op, srcs, obj)
+		if m.host != nil {
+			if at := m.policy().DecideAt(op, p, obj); severity(at) > severity(d) {
+				d = at
+			}
+		}
 	} else {
 		d = m.policy().DecideAt(op, p, obj)
 	}
@@ -454,7 +460,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	var st syscall.Stat_t
 	var err error
 	if m.host != nil {
-		fd, st, err = m.host.openChild(m.policy(), n.fd(), name, p)
+		fd, st, err = m.host.openChild(m.policy(), m.cross, n.fd(), name, p)
 	} else {
 		fd, st, err = m.cross.openChild(n.fd(), name, p)
 	}

@@ -597,7 +597,9 @@ func (s *Server) Decide(op policy.Op, p string) policy.Decision {
 		cs.learnTable(func(mp string) bool { return identity.Within(p, mp) })
 	}
 	d := s.m.decide(op, p, policy.Object{})
-	if h := s.m.host; h != nil && d.Allow {
+	// A refusal decided at a mount's source is named by the mount's rule
+	// when that refuses it too, as a lookup crossing it is refused.
+	if h := s.m.host; h != nil && (d.Allow || s.m.cross.sources(p) != nil) {
 		if md, ok := h.mountsGate(s.m.policy(), p); !ok {
 			return md
 		}

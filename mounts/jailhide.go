@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/confine"
+	"github.com/wsfs/wsfs/identity"
 )
 
 // jailReadyTimeout bounds how long hideInJails waits for a registered jail
@@ -157,6 +160,15 @@ func coverIn(inner int, places []string) error {
 		return err
 	}
 	defer unix.Close(root)
+	// Each place wherever the jail shows its directory (a bind mount of a
+	// directory above it): hidden by identity, as at the jail's start. Its
+	// mount table as its process sees it, read from the daemon's /proc
+	// (the jail's /proc has a PID namespace of its own).
+	if pid, err := pidOfPidfd(inner); err == nil {
+		if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid)); err == nil {
+			places = confine.Aliases(places, identity.ParseMountinfo(string(data)), nil)
+		}
+	}
 	// The daemon's namespace, to go back to: a locked thread whose
 	// goroutine exits is ended by the runtime, but the main thread is only
 	// parked, and a thread left in the jail's namespace would keep it, and
