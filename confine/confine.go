@@ -318,52 +318,7 @@ func mountTable() []identity.Mount {
 // withAliases is Aliases for s: an alias in a view is left out (the
 // view's policy decides there, at the source).
 func (s Spec) withAliases(hidden []string, table []identity.Mount) []string {
-	return Aliases(hidden, table, func(p string) bool { return s.viewOf(p) >= 0 })
-}
-
-// Aliases returns hidden and, for each of its paths h, every other path at
-// which the mount table table shows h's directory: for every other mount
-// of the file system holding h whose root holds h's path within that file
-// system (a bind mount of a directory above h), that mount's point and the
-// rest of h (issue 20 item 5: a tmpfs at h's canonical path alone left h
-// readable through the bind). A hidden place is hidden by identity, not by
-// name. "/" and an alias for which skip holds are left out.
-func Aliases(hidden []string, table []identity.Mount, skip func(string) bool) []string {
-	// The visible mount at each point: of several stacked, the last.
-	top := map[string]identity.Mount{}
-	for _, m := range table {
-		top[m.Point] = m
-	}
-	out := slices.Clone(hidden)
-	seen := map[string]bool{}
-	for _, h := range hidden {
-		seen[h] = true
-	}
-	for _, h := range hidden {
-		var at identity.Mount
-		found := false
-		for p, m := range top {
-			if identity.Within(h, p) && (!found || len(p) > len(at.Point)) {
-				at, found = m, true
-			}
-		}
-		if !found {
-			continue
-		}
-		rel := identity.Rebase(h, at.Point, at.Root)
-		for p, o := range top {
-			if p == at.Point || o.Dev != at.Dev {
-				continue
-			}
-			alias, ok := identity.MountSource(rel, o.Root, p)
-			if !ok || alias == "/" || seen[alias] || (skip != nil && skip(alias)) {
-				continue
-			}
-			seen[alias] = true
-			out = append(out, alias)
-		}
-	}
-	return out
+	return identity.Aliases(hidden, table, func(p string) bool { return s.viewOf(p) >= 0 })
 }
 
 // viewOf returns the index of the innermost view containing p, or -1.
