@@ -153,26 +153,7 @@ func TestMeasureOutlive(t *testing.T) {
 			}
 		}
 	}
-	if err := os.WriteFile(filepath.Join(ctl, "stop"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range loops {
-		var last string
-		for line := range l.lines {
-			last = line
-		}
-		if err := l.cmd.Wait(); err != nil || !strings.HasPrefix(last, "done ") {
-			t.Fatalf("s%02d: %v, last line %q\n%s", i, err, last, logs())
-		}
-		k, _ := strconv.Atoi(strings.TrimPrefix(last, "done "))
-		data, err := os.ReadFile(filepath.Join(roots[i], "a/b/c/held"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Fields(string(data)); !slices.Equal(got, counting(k)) {
-			t.Fatalf("s%02d: held file has %d lines, %d rounds acknowledged, or out of order", i, len(got), k)
-		}
-	}
+	stopLoops(t, ctl, loops, roots, logs)
 	if err := app.Wait(); err != nil {
 		t.Fatalf("appender: %v\n%s", err, appOut.String())
 	}

@@ -68,6 +68,33 @@ func (l *loop) gap() time.Duration {
 	return l.maxGap
 }
 
+// stopLoops makes the loops stop ($CTL/stop) and checks that each ended
+// well and that its held file (in roots[i]) holds every write it
+// acknowledged, in order.
+func stopLoops(t *testing.T, ctl string, loops []*loop, roots []string, logs func() string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(ctl, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range loops {
+		var last string
+		for line := range l.lines {
+			last = line
+		}
+		if err := l.cmd.Wait(); err != nil || !strings.HasPrefix(last, "done ") {
+			t.Fatalf("loop %d: %v, last line %q\n%s", i, err, last, logs())
+		}
+		k, _ := strconv.Atoi(strings.TrimPrefix(last, "done "))
+		data, err := os.ReadFile(filepath.Join(roots[i], "a/b/c/held"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Fields(string(data)); !slices.Equal(got, counting(k)) {
+			t.Fatalf("loop %d: held file has %d lines, %d rounds acknowledged, or out of order", i, len(got), k)
+		}
+	}
+}
+
 // resetGap starts measuring the longest time between two rounds afresh.
 func (l *loop) resetGap() {
 	l.mu.Lock()
@@ -219,31 +246,7 @@ func TestSessionsOutliveDaemon(t *testing.T) {
 			}
 		}
 	}
-	if err := os.WriteFile(filepath.Join(ctl, "stop"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range loops {
-		var last string
-		for line := range l.lines {
-			last = line
-		}
-		if err := l.cmd.Wait(); err != nil || !strings.HasPrefix(last, "done ") {
-			t.Fatalf("s%d: %v, last line %q\n%s", i, err, last, logs())
-		}
-		n, _ := strconv.Atoi(strings.TrimPrefix(last, "done "))
-		data, err := os.ReadFile(filepath.Join(roots[i], "a/b/c/held"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Fields(string(data))
-		want := make([]string, n)
-		for j := range want {
-			want[j] = strconv.Itoa(j)
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("s%d: held file has %d lines, %d rounds acknowledged, or out of order", i, len(got), n)
-		}
-	}
+	stopLoops(t, ctl, loops, roots, logs)
 	t.Logf("longest time between two rounds of a shell: across kill -9 + start %v, across a takeover %v, across SIGTERM + start %v",
 		pauses["kill -9"], pauses["takeover"], pauses["SIGTERM"])
 	for i := range 3 {
