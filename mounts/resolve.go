@@ -78,18 +78,13 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 }
 
 // hiddenFrom reports whether the canonical path key, outside session id's
-// root, is hidden from the session: in the daemon's state directory, mount
-// base or another directory it hides (viewHidden), but for the session's
-// own temp area, or in another session's place (m.places). These are the
-// places its jails cover and its host view refuses.
+// root, is hidden from the session: at or in one of the daemon's own
+// places (ownPlace), but for the session's own temp area, or in another
+// session's place (m.places). These are the places its jails cover and
+// its host view refuses.
 func (m *Manager) hiddenFrom(id, key string) bool {
-	if identity.Within(key, filepath.Join(m.tmpBase, id)) {
-		return false
-	}
-	for _, h := range m.viewHidden() {
-		if identity.Within(key, h) {
-			return true
-		}
+	if m.ownPlace(key, filepath.Join(m.tmpBase, id), "", false) != "" {
+		return true
 	}
 	_, _, rel, ok := m.places.Conflict(key, id)
 	return ok && rel == "lies in"
