@@ -77,28 +77,23 @@ func (m *Manager) endConn(c *transport.Conn) {
 	}
 }
 
-// endAllKept ends every kept connection no session took (a session whose
-// record cannot be read, or that failed): its mount is dead (ENOTCONN)
-// from then on, as after a crash without keeping, until Remove clears it.
-func (m *Manager) endAllKept() {
+// leaveKept lets go of every kept connection no session took. With end
+// (a session whose record cannot be read, or that failed) each is ended:
+// its mount is dead (ENOTCONN) from then on, as after a crash without
+// keeping, until Remove clears it. Without (this daemon stopped while it
+// was starting: a takeover's SIGTERM) only this process's copies are
+// closed, and the store keeps them for the next daemon.
+func (m *Manager) leaveKept(end bool) {
 	m.mu.Lock()
 	left := m.kept
 	m.kept = nil
 	m.mu.Unlock()
 	for _, c := range left {
-		m.endConn(c)
-	}
-}
-
-// releaseAllKept closes this process's copies of the kept connections no
-// session took, leaving them in the store for the next daemon.
-func (m *Manager) releaseAllKept() {
-	m.mu.Lock()
-	left := m.kept
-	m.kept = nil
-	m.mu.Unlock()
-	for _, c := range left {
-		c.Close()
+		if end {
+			m.endConn(c)
+		} else {
+			c.Close()
+		}
 	}
 }
 

@@ -111,13 +111,10 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		// Stopped while starting (a takeover's SIGTERM): the connections
-		// no session took are the successor's to take, not to end.
-		m.releaseAllKept()
-	} else {
-		m.endAllKept()
-	}
+	// The connections no session took are ended, unless this daemon was
+	// stopped while starting (a takeover's SIGTERM): then they are the
+	// successor's to take.
+	m.leaveKept(ctx.Err() == nil)
 	if err := errors.Join(errs...); err != nil {
 		return errorf(CodeFailed, "recover: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
