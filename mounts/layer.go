@@ -370,7 +370,7 @@ func (l *Layer) clearOpaque(rel string) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Removexattr(fmt.Sprintf("/proc/self/fd/%d", fd), overlayXattr+"opaque"); err != nil && err != unix.ENODATA {
+	if err := unix.Removexattr(procFd(fd), overlayXattr+"opaque"); err != nil && err != unix.ENODATA {
 		return err
 	}
 	return nil
@@ -399,22 +399,15 @@ func (l *Layer) conflict(base map[string]baseRec, rel string) (bool, string) {
 	return false, ""
 }
 
-// openBeneath opens rel below the directory dir (relative, no symlink in
-// any component, never above dir) with flags (O_PATH added when no access
-// mode is wanted).
+// openBeneath is openAt below the directory at the path dir: rel relative,
+// no symlink in any component, never above dir.
 func openBeneath(dir, rel string, flags int) (int, error) {
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
 	defer unix.Close(dfd)
-	if rel == "" || rel == "." {
-		return unix.Openat(dfd, ".", flags|unix.O_CLOEXEC, 0)
-	}
-	return unix.Openat2(dfd, rel, &unix.OpenHow{
-		Flags:   uint64(flags | unix.O_CLOEXEC),
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	return openAt(dfd, rel, flags)
 }
 
 // lstatBeneath is lstat(2) of rel below dir: its parent opened beneath dir,

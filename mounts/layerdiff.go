@@ -769,7 +769,7 @@ func (l *Layer) commitRename(proj int, c api.Change, paths []string, decide deci
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Removexattr("/proc/self/fd/"+fmt.Sprint(fd), overlayXattr+"redirect"); err != nil && err != unix.ENODATA {
+	if err := unix.Removexattr(procFd(fd), overlayXattr+"redirect"); err != nil && err != unix.ENODATA {
 		return err
 	}
 	l.reset(c.From, false)
