@@ -27,9 +27,6 @@ func TestUnmountWhileDaemonDown(t *testing.T) {
 	}
 	d.kill()
 	d.waitExit(t)
-	// The attributes the kernel cached of the mount's root expire (a
-	// sleep that only ages a cache; no ordering depends on it).
-	time.Sleep(1500 * time.Millisecond)
 	cmd := exec.Command(wsfsBin, "unmount", s.Mountpoint)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
