@@ -23,12 +23,13 @@ import (
 // are put in a descriptor store as soon as the kernel has answered INIT and
 // before the first request is served; from then on every node the kernel is
 // told of (by its node ID, which is the inode number: fs.Options
-// ExternalNodeID), every node it forgets, every open handle and its release,
+// ExternalNodeID) with every change of the kernel's lookup count of it
+// (each reply naming it, each FORGET), every open handle and its release,
 // every passthrough backing ID and every allocated inode number is appended
 // to the state. A successor (Config.Adopt) serves the same connection: it
 // finds each node again by its file handle (open_by_handle_at(2), so a
-// recycled inode number is ESTALE, never another file), registers nodes and
-// handles under the numbers the kernel holds, asks the kernel to send again
+// recycled inode number is ESTALE, never another file), registers nodes
+// (with those counts) and handles under the numbers the kernel holds, asks the kernel to send again
 // what the predecessor read but never answered (FUSE_NOTIFY_RESEND), and
 // serves. Processes in the mount see a pause.
 //
