@@ -527,6 +527,8 @@ func TestPolicyLimits(t *testing.T) {
 	}
 	d.apiError(t, "PATCH", "/v1/sessions/lim/policy", `{"protected":[`+b.String()+`]}`, 400, mounts.CodeInvalid,
 		`session "lim": policy: protected: 100000 entries, at most 1024`)
+	d.apiError(t, "POST", "/v1/sessions", `{"id":"lim3","root":"`+proj+`","policy":{"protected":[`+b.String()+`]}}`, 400, mounts.CodeInvalid,
+		`session "lim3": policy: protected: 100000 entries, at most 1024`)
 	d.apiError(t, "POST", "/v1/sessions", `{"id":"lim2","root":"`+proj+`","policy":{"temp":[`+strings.Repeat(`"/tmp",`, 64)+`"/tmp"]}}`, 400, mounts.CodeInvalid,
 		`session "lim2": policy: temp: 65 entries, at most 64`)
 	s, err := d.c.Get(context.Background(), "lim")

@@ -79,16 +79,29 @@ const (
 	MaxPathBytes       = 4095
 )
 
-// checkLimits refuses a spec over the limits with a one-line error naming
-// the field and the limit.
-func checkLimits(in Spec) error {
+// CheckCounts refuses additional roots, temp entries and protected
+// subpaths numbering more than MaxAdditional, MaxTemp or MaxProtected, with
+// the one-line error Compile gives, naming the field and the limit
+// ("policy: protected: 100000 entries, at most 1024"). It is the count rule
+// of Compile, of Patch.CheckLimits, and of the daemon's request bodies,
+// which count a body's arrays before decoding it.
+func CheckCounts(additional, temp, protected int) error {
 	for _, f := range []struct {
 		name   string
 		n, max int
-	}{{"additional", len(in.Additional), MaxAdditional}, {"temp", len(in.Temp), MaxTemp}, {"protected", len(in.Protected), MaxProtected}} {
+	}{{"additional", additional, MaxAdditional}, {"temp", temp, MaxTemp}, {"protected", protected, MaxProtected}} {
 		if f.n > f.max {
 			return fmt.Errorf("policy: %s: %d entries, at most %d", f.name, f.n, f.max)
 		}
+	}
+	return nil
+}
+
+// checkLimits refuses a spec over the limits with a one-line error naming
+// the field and the limit.
+func checkLimits(in Spec) error {
+	if err := CheckCounts(len(in.Additional), len(in.Temp), len(in.Protected)); err != nil {
+		return err
 	}
 	writable := 0
 	if m, err := ParseMode(string(in.Mode)); err != nil || m != ModeReadOnly {

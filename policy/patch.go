@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/wsfs/wsfs/identity"
@@ -27,22 +26,16 @@ func (p Patch) Empty() bool {
 	return p.Mode == "" && len(p.Additional) == 0 && len(p.Protected) == 0
 }
 
-// Apply returns s with p applied; s itself is not modified. Apply does not
-// check the result: Compile does.
 // CheckLimits refuses a patch that alone is over a count limit of Spec
 // (MaxAdditional, MaxProtected), as Compile would refuse the patched spec
 // and with the same message, before any merging: Apply's cost grows with
 // the patch (MergeRoot compares each added root with the others).
 func (p Patch) CheckLimits() error {
-	if len(p.Additional) > MaxAdditional {
-		return fmt.Errorf("policy: additional: %d entries, at most %d", len(p.Additional), MaxAdditional)
-	}
-	if len(p.Protected) > MaxProtected {
-		return fmt.Errorf("policy: protected: %d entries, at most %d", len(p.Protected), MaxProtected)
-	}
-	return nil
+	return CheckCounts(len(p.Additional), 0, len(p.Protected))
 }
 
+// Apply returns s with p applied; s itself is not modified. Apply does not
+// check the result: Compile does.
 func (s Spec) Apply(p Patch) Spec {
 	out := s
 	if p.Mode != "" {
