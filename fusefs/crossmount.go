@@ -373,6 +373,33 @@ func (cs *crossings) hiddenAt(pol *policy.Policy, q string) bool {
 	return hidden
 }
 
+// listFilter returns the filter of a listing of dir, a physical path inside
+// the root, when dir lies in a mount with a source: a name hidden at one
+// of dir's sources (the place it shows, a passage included: decideAt
+// refuses its lookup, EACCES "hostview:hidden") is not listed, as the host
+// view lists no hidden name at the source's own path (hostView.listFilter).
+// nil, with no work per name, when no hidden place lies strictly inside a
+// source (most directories), or dir is decided where it is.
+func (cs *crossings) listFilter(pol *policy.Policy, dir string) func(string) bool {
+	var below []string
+	for _, q := range cs.sources(dir) {
+		if cs.hide.hidesBelow(q) {
+			below = append(below, q)
+		}
+	}
+	if len(below) == 0 {
+		return nil
+	}
+	return func(name string) bool {
+		for _, q := range below {
+			if cs.hiddenAt(pol, join(q, name)) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // openChild opens name in dirfd (physical path p) as openPathStat does,
 // and notices a crossing into another mount (RESOLVE_NO_XDEV: no extra
 // system call when there is none), which it learns (crossInto).

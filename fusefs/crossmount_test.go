@@ -243,3 +243,37 @@ func TestCrossMountUnmounted(t *testing.T) {
 		t.Errorf("none/f = %q, want it unchanged", b)
 	}
 }
+
+// A bind mount inside the root of a directory above a hidden place (outer,
+// holding the daemon's state hid and the none root sec) lists outer's
+// names but the hidden one, whose lookup is refused (EACCES
+// "hostview:hidden"), as the host view lists no hidden name: ls al shows
+// pub and sec (a none root is listed, EACCES, as everywhere), not hid.
+// A directory with no hidden place below its source lists every name.
+func TestCrossMountListsNoHidden(t *testing.T) {
+	outer := varTmpDirT(t)
+	hid, sec := filepath.Join(outer, "hid"), filepath.Join(outer, "sec")
+	for _, d := range []string{hid, sec, filepath.Join(outer, "pub/d")} {
+		mkdirT(t, d, 0o755)
+	}
+	writeFileT(t, filepath.Join(hid, "x"), "state\n", 0o644)
+	writeFileT(t, filepath.Join(outer, "pub/f"), "pub\n", 0o644)
+	backing, mnt, _ := mountT(t, withRoot(sec, policy.AccessNone),
+		func(s *mountSetup) { s.cfg.Hidden = []string{hid} },
+		withPopulate(func(t *testing.T, b string) { mkdirT(t, filepath.Join(b, "al"), 0o755) }))
+	bindT(t, outer, filepath.Join(backing, "al"))
+	for _, c := range [][2]string{
+		{"ls -A al", "pub\nsec\n"},
+		{"ls -A al/pub", "d\nf\n"},
+		{"ls -A", "al\n"},
+		{"ls -A al", "pub\nsec\n"},
+	} {
+		if out := shOK(t, mnt, c[0]); out != c[1] {
+			t.Errorf("%s = %q, want %q", c[0], out, c[1])
+		}
+	}
+	for _, p := range []string{"al/hid", "al/hid/x", "al/sec"} {
+		_, err := os.Lstat(filepath.Join(mnt, p))
+		wantErrno(t, "lstat "+p, err, syscall.EACCES)
+	}
+}

@@ -295,8 +295,8 @@ func passthroughFile(fd int) bool {
 }
 
 // dirHandle lists a backing directory with stable offsets (go-fuse's
-// loopback stream: telldir/seekdir work). In a host view, a directory that
-// is hidden but leads to a visible place lists only the names on the way.
+// loopback stream: telldir/seekdir work), without the names the mount
+// hides (mount.listFilter).
 type dirHandle struct {
 	ds   fs.DirStream
 	keep func(name string) bool // nil: every name
@@ -314,10 +314,32 @@ var (
 func (n *node) newDirHandle(ds fs.DirStream, ref *handleRef) *dirHandle {
 	d := &dirHandle{ds: ds, ref: ref}
 	runtime.AddCleanup(d, (*handleRef).put, ref)
-	if n.m.host != nil {
-		d.keep = n.m.host.listFilter(n.m.policy(), n.phys())
-	}
+	d.keep = n.m.listFilter(n.phys())
 	return d
+}
+
+// listFilter returns the filter of a listing of the directory at the
+// physical path dir; nil lists every name. A name either rule refuses is
+// left out: a host view's own (hostView.listFilter: a hidden name is never
+// listed, a passage lists only the names on the way), and, in a mount
+// crossed inside the root (a host bind mount of a directory above a hidden
+// place, in a host view or a session mount), the same at the mount's
+// source (crossings.listFilter), so that a hidden place is listed at no
+// path that shows it.
+func (m *mount) listFilter(dir string) func(string) bool {
+	pol := m.policy()
+	var own func(string) bool
+	if m.host != nil {
+		own = m.host.listFilter(pol, dir)
+	}
+	atSource := m.cross.listFilter(pol, dir)
+	switch {
+	case own == nil:
+		return atSource
+	case atSource == nil:
+		return own
+	}
+	return func(name string) bool { return own(name) && atSource(name) }
 }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
