@@ -346,7 +346,7 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	// one may have the kernel mask the mode itself).
 	initOut := srv.InitOut()
 	m.dontMask = initOut.Flags64()&fuse.CAP_DONT_MASK != 0
-	if ring.Start(srv) == nil {
+	if ring.Start(srv, mountpoint) == nil {
 		// Start logs why the mount stays on /dev/fuse otherwise.
 		m.ring = ring
 	}

@@ -8,4 +8,24 @@
 //
 // It knows nothing of sessions, policies or nodes: fusefs hands it a
 // go-fuse RawFileSystem and plain values.
+//
+// # A failed io_uring queue
+//
+// The kernel puts each request on the ring queue of its caller's CPU and
+// keeps a queue's entries registered whatever becomes of the ring they
+// were registered through, so a queue that stopped serving would leave
+// every caller on its CPU waiting in D state. When a queue's ring fails
+// (io_uring_enter returns an error), the queue is rebuilt on a new ring
+// on the same thread: new entries are registered for its CPU (the kernel
+// hands requests to the newest free entry first), the replies and
+// requests the server holds are committed through the new ring (the
+// kernel finds a request by its commit id, from any ring), the old ring
+// is drained of the requests the kernel had already given its entries,
+// and then closed (which cancels its free entries). One warning is
+// logged: "io_uring queue failed; rebuilt on a new ring". When the old
+// ring cannot be drained or the new one cannot be made, the connection
+// is ended through fusectl (/sys/fs/fuse/connections/N/abort, N from the
+// mount point given to URing.Start), logged as one error line: callers
+// then get ECONNABORTED or ENOTCONN instead of waiting. The kernel
+// behaviour this relies on is described in uring_rebuild.go.
 package transport

@@ -161,6 +161,13 @@ type URing struct {
 	active  atomic.Bool
 	devFd   int
 	wg      sync.WaitGroup
+	// conn names the connection in fusectl (/sys/fs/fuse/connections),
+	// found at Start; "" when unknown.
+	conn string
+	// rebuilt counts the queues rebuilt after their ring failed, ended
+	// whether a queue that could not be rebuilt ended the connection.
+	rebuilt atomic.Uint64
+	ended   atomic.Bool
 	// failQueue, when >= 0, makes that queue report a registration
 	// failure without registering (tests: the ring turned off by
 	// turnOff while the other queues hold entries).
@@ -256,16 +263,21 @@ func (u *URing) Close() {
 	u.wg.Wait()
 }
 
-// Start registers every queue's entries on srv's connection once go-fuse
-// has answered INIT (fuse.NewServer returned), and returns nil when the
-// kernel now sends requests through the ring. Otherwise the connection
-// stays on /dev/fuse, never half-served: when the kernel did not accept
-// FUSE_OVER_IO_URING, nothing is registered; when a registration fails,
-// the ring is turned off for the connection (a REGISTER the kernel
-// refuses clears its io_uring flag, fs/fuse/dev_uring.c) before any
-// request takes it. The error says why; Start logs it once. nil-safe
+// Start registers every queue's entries on srv's connection, mounted at
+// mountpoint, once go-fuse has answered INIT (fuse.NewServer returned),
+// and returns nil when the kernel now sends requests through the ring.
+// Otherwise the connection stays on /dev/fuse, never half-served: when
+// the kernel did not accept FUSE_OVER_IO_URING, nothing is registered;
+// when a registration fails, the ring is turned off for the connection
+// (a REGISTER the kernel refuses clears its io_uring flag,
+// fs/fuse/dev_uring.c) before any request takes it. The error says why; Start logs it once. nil-safe
 // (returns an error saying /dev/fuse is in use).
-func (u *URing) Start(srv *fuse.Server) error {
+//
+// The mount point names the connection in fusectl, so that a queue whose
+// ring fails and cannot be rebuilt ends the connection rather than leave
+// its CPU's requests waiting (doc.go); it is read without a request to
+// the file system (statx with AT_STATX_DONT_SYNC).
+func (u *URing) Start(srv *fuse.Server, mountpoint string) error {
 	if u == nil {
 		return errors.New("fuse transport: " + NameDev)
 	}
@@ -283,6 +295,7 @@ func (u *URing) Start(srv *fuse.Server) error {
 		return fmt.Errorf("fuse transport: %w", err)
 	}
 	u.devFd = fd
+	u.conn = connName(mountpoint)
 	go func() {
 		// The queues' commands name the descriptor until the last
 		// queue ends.
@@ -343,15 +356,19 @@ func (u *URing) Queues() int {
 
 // queue is one ring queue (qid = CPU) and its thread's state.
 type queue struct {
-	u     *URing
-	qid   int
-	srv   *fuse.Server
-	r     *ring
-	ents  []*entry // by index, the completion's user_data
-	live  int      // entries the kernel holds (or that hold a request)
-	efd   int
-	wbuf  []byte // eventfd read buffer (its own page, mmap)
-	start chan int
+	u    *URing
+	qid  int
+	srv  *fuse.Server
+	r    *ring
+	ents []*entry // by index, the completion's user_data
+	live int      // entries the kernel holds (or that hold a request)
+	efd  int
+	wbuf []byte // eventfd read buffer (its own page, mmap)
+	// broken is set when a submission failed (nextSQE): the loop
+	// rebuilds the ring.
+	broken  error
+	scratch sqe // where a submission goes that the ring has no room for
+	start   chan int
 	// registered reports the REGISTER outcome, verdict brings the
 	// decision back (true: serve).
 	registered chan error
@@ -447,6 +464,12 @@ type entry struct {
 	hdr []byte
 	pay []byte
 	iov [2]unix.Iovec
+	// op is the command of the entry's last submission (REGISTER or
+	// COMMIT_AND_FETCH), on ring on at position seq; 0 while the entry
+	// is with the server (a request in it) or given back (on nil).
+	op  uint32
+	on  *ring
+	seq uint32
 }
 
 // addEntry maps a new entry's buffers and returns its index (not yet
@@ -463,6 +486,14 @@ func (q *queue) addEntry() (int, error) {
 	e.iov[0].SetLen(headerSize)
 	e.iov[1].Base = &e.pay[0]
 	e.iov[1].SetLen(q.u.payload)
+	// A slot an entry left with a closed ring (rebuild) first: no
+	// completion names it any more.
+	for i, old := range q.ents {
+		if old == nil {
+			q.ents[i] = e
+			return i, nil
+		}
+	}
 	q.ents = append(q.ents, e)
 	return len(q.ents) - 1, nil
 }
@@ -475,7 +506,9 @@ func (q *queue) teardown() {
 		unix.Close(q.efd)
 	}
 	for _, e := range q.ents {
-		unix.Munmap(e.mem)
+		if e != nil {
+			unix.Munmap(e.mem)
+		}
 	}
 	q.ents = nil
 	if q.wbuf != nil {
@@ -485,7 +518,9 @@ func (q *queue) teardown() {
 
 // cmdSQE fills a URING_CMD entry for ring entry e (cmd_op op) on the
 // connection fd.
-func (q *queue) cmdSQE(s *sqe, fd int, op uint32, e int, qid uint16, commitID uint64) {
+func (q *queue) cmdSQE(s *sqe, seq uint32, fd int, op uint32, e int, qid uint16, commitID uint64) {
+	ent := q.ents[e]
+	ent.op, ent.on, ent.seq = op, q.r, seq
 	s.Opcode = ioringOpURingCmd
 	s.Fd = int32(fd)
 	s.Off = uint64(op)
@@ -501,7 +536,8 @@ func (q *queue) cmdSQE(s *sqe, fd int, op uint32, e int, qid uint16, commitID ui
 // kernel holds; a refusal comes back at once as a completion.
 func (q *queue) register(fd int) (int, error) {
 	for e := range q.ents {
-		q.cmdSQE(q.nextSQE(), fd, uringCmdRegister, e, uint16(q.qid), 0)
+		s, seq := q.nextSQE()
+		q.cmdSQE(s, seq, fd, uringCmdRegister, e, uint16(q.qid), 0)
 	}
 	if err := q.r.enter(false); err != nil {
 		return 0, err
@@ -517,6 +553,7 @@ func (q *queue) register(fd int) (int, error) {
 			return
 		}
 		// A request already (the ring got ready): serve it in the loop.
+		q.ents[c.UserData].op = 0
 		q.early = append(q.early, int(c.UserData))
 	})
 	return live, failed
@@ -527,17 +564,27 @@ func (q *queue) register(fd int) (int, error) {
 // back waiting for the ring go to /dev/fuse (fs/fuse/dev_uring.c,
 // fuse_uring_cmd).
 func (q *queue) turnOff(fd int) {
-	s := q.nextSQE()
-	q.cmdSQE(s, fd, uringCmdRegister, 0, 0xffff, 0)
+	// The command names entry 0's buffers, but is refused: the entry
+	// stays as it was.
+	e0 := *q.ents[0]
+	s, seq := q.nextSQE()
+	q.cmdSQE(s, seq, fd, uringCmdRegister, 0, 0xffff, 0)
 	s.UserData = userDataFallback
+	q.ents[0].op, q.ents[0].on, q.ents[0].seq = e0.op, e0.on, e0.seq
 	if err := q.r.enter(false); err != nil {
 		q.u.log.Warn("fuse transport: turning the ring off", "err", err)
 	}
 }
 
+// faultEnter, set by tests only, is called on the queue's thread before
+// each wait of the loop: an error stands for io_uring_enter's, as if the
+// ring had failed.
+var faultEnter func(q *queue) error
+
 // loop serves completions until the kernel has given back every entry
 // (the connection ended: each comes back with ENOTCONN or ECONNABORTED)
-// and no off-thread request runs.
+// and no off-thread request runs. When the ring fails, the queue is
+// rebuilt on a new one (rebuild), or the connection ended.
 func (q *queue) loop(fd int) {
 	q.armWake()
 	for _, e := range q.early {
@@ -545,32 +592,50 @@ func (q *queue) loop(fd int) {
 	}
 	q.early = nil
 	for q.live > 0 || q.running() > 0 {
-		if err := q.r.enter(true); err != nil {
-			q.u.log.Error("fuse transport: io_uring queue stopped", "queue", q.qid, "err", err)
-			return
+		err := q.broken
+		if err == nil && faultEnter != nil {
+			err = faultEnter(q)
 		}
-		q.r.reap(func(c cqe) {
-			switch {
-			case c.UserData == userDataWake:
-				q.armWake()
-				q.mu.Lock()
-				done := q.done
-				q.done = nil
-				q.mu.Unlock()
-				for _, e := range done {
-					q.commit(fd, e)
-				}
-			case c.UserData == userDataFallback:
-			case c.Res < 0:
-				// ENOTCONN/ECONNABORTED: the connection ended;
-				// ENOENT: a commit the kernel no longer knows
-				// (the request was aborted); a REGISTER refused.
-				// The entry is gone.
-				q.live--
-			default:
-				q.serve(fd, int(c.UserData))
+		if err == nil {
+			err = q.r.enter(true)
+		}
+		if err != nil {
+			if !q.rebuild(fd, err) {
+				return
 			}
-		})
+			continue
+		}
+		q.r.reap(func(c cqe) { q.complete(fd, c) })
+	}
+}
+
+// complete handles one completion of the queue's ring.
+func (q *queue) complete(fd int, c cqe) {
+	switch {
+	case c.UserData == userDataWake:
+		q.armWake()
+		q.commitDone(fd)
+	case c.UserData == userDataFallback:
+	case c.Res < 0:
+		// ENOTCONN/ECONNABORTED: the connection ended; ENOENT: a
+		// commit the kernel no longer knows (the request was
+		// aborted); a REGISTER refused. The entry is gone.
+		q.ents[c.UserData].op, q.ents[c.UserData].on = 0, nil
+		q.live--
+	default:
+		q.ents[c.UserData].op = 0
+		q.serve(fd, int(c.UserData))
+	}
+}
+
+// commitDone commits the entries whose off-thread requests have answered.
+func (q *queue) commitDone(fd int) {
+	q.mu.Lock()
+	done := q.done
+	q.done = nil
+	q.mu.Unlock()
+	for _, e := range done {
+		q.commit(fd, e)
 	}
 }
 
@@ -583,7 +648,7 @@ func (q *queue) running() int {
 // armWake queues a read of the eventfd an off-thread request writes when
 // it has answered.
 func (q *queue) armWake() {
-	s := q.nextSQE()
+	s, _ := q.nextSQE()
 	s.Opcode = ioringOpRead
 	s.Fd = int32(q.efd)
 	s.Addr = uint64(uintptr(unsafe.Pointer(&q.wbuf[0])))
@@ -633,7 +698,8 @@ func (q *queue) replace(fd int) {
 		}
 		return
 	}
-	q.cmdSQE(q.nextSQE(), fd, uringCmdRegister, e, uint16(q.qid), 0)
+	s, seq := q.nextSQE()
+	q.cmdSQE(s, seq, fd, uringCmdRegister, e, uint16(q.qid), 0)
 	q.live++
 }
 
@@ -667,17 +733,24 @@ func (q *queue) handle(ent *entry) {
 	q.u.served.Add(1)
 }
 
-// nextSQE returns a submission entry to fill, submitting what is queued
-// first when the submission ring is full.
-func (q *queue) nextSQE() *sqe {
-	s := q.r.getSQE()
+// nextSQE returns a submission entry to fill and its position
+// (ring.getSQE), submitting what is queued first when the submission ring
+// is full. When that submission fails, the queue is marked broken (the
+// loop rebuilds it) and the entry returned is a scratch one, at a
+// position the kernel has not consumed (rebuild submits it again).
+func (q *queue) nextSQE() (*sqe, uint32) {
+	s, seq := q.r.getSQE()
 	if s == nil {
 		if err := q.r.enter(false); err != nil {
-			q.u.log.Error("fuse transport: io_uring submit", "queue", q.qid, "err", err)
+			if q.broken == nil {
+				q.broken = fmt.Errorf("submit: %w", err)
+			}
+			q.scratch = sqe{}
+			return &q.scratch, seq
 		}
-		s = q.r.getSQE()
+		s, seq = q.r.getSQE()
 	}
-	return s
+	return s, seq
 }
 
 // commit queues COMMIT_AND_FETCH for entry e: the reply goes to the
@@ -685,7 +758,8 @@ func (q *queue) nextSQE() *sqe {
 // request's unique, which the kernel put in ent_in_out.commit_id.
 func (q *queue) commit(fd, e int) {
 	h := q.ents[e].hdr
-	q.cmdSQE(q.nextSQE(), fd, uringCmdCommitAndFetch, e, uint16(q.qid), binary.LittleEndian.Uint64(h[hdrCommitID:]))
+	s, seq := q.nextSQE()
+	q.cmdSQE(s, seq, fd, uringCmdCommitAndFetch, e, uint16(q.qid), binary.LittleEndian.Uint64(h[hdrCommitID:]))
 }
 
 // possibleCPUs counts /sys/devices/system/cpu/possible (the kernel makes

@@ -146,20 +146,28 @@ func (r *ring) mapRings(p *ioURingParams) error {
 	return nil
 }
 
-// getSQE returns a cleared submission entry to fill, or nil when the
-// submission ring is full (the caller submits first).
-func (r *ring) getSQE() *sqe {
+// getSQE returns a cleared submission entry to fill and its position in
+// the submission ring (the kernel has consumed it once the ring's head
+// is past it: consumed), or nil and the position the next entry will
+// take when the submission ring is full (the caller submits first).
+func (r *ring) getSQE() (*sqe, uint32) {
 	head := atomic.LoadUint32(r.sqHead)
 	tail := *r.sqTail + r.pending
 	if tail-head >= uint32(len(r.sqes)) {
-		return nil
+		return nil, tail
 	}
 	idx := tail & r.sqMask
 	s := &r.sqes[idx]
 	*s = sqe{}
 	r.sqArray[idx] = idx
 	r.pending++
-	return s
+	return s, tail
+}
+
+// consumed reports whether the kernel has taken the submission entry at
+// position seq (getSQE) from the ring.
+func (r *ring) consumed(seq uint32) bool {
+	return int32(seq-atomic.LoadUint32(r.sqHead)) < 0
 }
 
 // enter publishes the pending submission entries and, with wait, blocks
@@ -188,6 +196,23 @@ func (r *ring) enter(wait bool) error {
 			if n == 0 {
 				return nil
 			}
+			continue
+		}
+		return fmt.Errorf("io_uring_enter: %w", errno)
+	}
+}
+
+// poll runs the ring's deferred work (IORING_SETUP_DEFER_TASKRUN: a
+// request the kernel gave an entry reaches the completion ring only
+// while the ring's thread enters it with GETEVENTS) without submitting
+// anything or waiting.
+func (r *ring) poll() error {
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 0, ioringEnterGetevents, 0, 0)
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
 			continue
 		}
 		return fmt.Errorf("io_uring_enter: %w", errno)

@@ -136,6 +136,12 @@ func mountLoopbackWith(t *testing.T, mode Mode, ringMaxWrite, failQueue int) (*l
 		return nil, err
 	}
 	t.Cleanup(func() {
+		if t.Failed() && m.u.Active() {
+			// A caller may be stuck in a request no queue serves:
+			// end the connection, or the unmount and the waits
+			// below would wait with it.
+			_ = m.u.endConn()
+		}
 		if err := unix.Unmount(m.mnt, unix.MNT_DETACH); err != nil {
 			t.Errorf("unmount %s: %v", m.mnt, err)
 		}
@@ -144,7 +150,7 @@ func mountLoopbackWith(t *testing.T, mode Mode, ringMaxWrite, failQueue int) (*l
 	})
 	go m.srv.Serve()
 	if u != nil {
-		if m.startErr = u.Start(m.srv); m.startErr != nil {
+		if m.startErr = u.Start(m.srv, m.mnt); m.startErr != nil {
 			t.Logf("on /dev/fuse: %v", m.startErr)
 		}
 	}
