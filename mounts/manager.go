@@ -162,13 +162,17 @@ func New(cfg Config) (m *Manager, err error) {
 		mountBase:   base,
 		log:         cfg.Logger,
 		store:       cfg.Store,
-		startReaper: cfg.JailReaper,
 		transport:   mode,
 		sessions:    make(map[string]*session),
 		mountpoints: make(map[string]string),
 		roots:       make(map[string]string),
 		hostViews:   make(map[string]*hostView),
 		places:      fusefs.NewPlaceIndex(),
+	}
+	if cfg.Store == nil {
+		// With a store the jails outlive the daemon with their views
+		// (jailkeep.go): no reaper ends them.
+		m.startReaper = cfg.JailReaper
 	}
 	for _, h := range cfg.Hidden {
 		if !filepath.IsAbs(h) {
