@@ -714,9 +714,12 @@ func TakeConns(st Store) (conns map[string]*Conn, bad map[string]error, err erro
 		conns[meta.Mountpoint] = &Conn{Name: base, Fuse: fd, State: s, Meta: meta, Live: live}
 	}
 	for name, fd := range fds {
-		if strings.HasSuffix(name, ".state") {
+		switch {
+		case strings.HasSuffix(name, ".state"):
 			unix.Close(fd)
 			bad[strings.TrimSuffix(name, ".state")] = errors.New("a state with no connection")
+		case !strings.HasSuffix(name, ".fuse"):
+			unix.Close(fd) // not a connection's (the API's listener: TakeNamed)
 		}
 	}
 	return conns, bad, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -71,8 +72,9 @@ A refused start (a live socket, a state directory in use, a bad path)
 leaves no directory or file behind.
 
 SIGTERM: stop accepting, finish the requests in flight, detach: the sessions'
-connections stay kept for the next start (without keeping: unmount every
-session). SIGINT is the full stop: unmount every session (records stay, so
+connections, their jails and the API socket stay kept for the next start
+(clients that connect meanwhile wait in the socket's backlog; without
+keeping: unmount every session). SIGINT is the full stop: unmount every session (records stay, so
 the next start mounts them again), end the holder and remove the mount base
 when empty (the default one, or one this start made). Either removes the
 socket and exits 0.
@@ -140,8 +142,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	cfg := mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
 		Hidden: []string{socket}, Takeover: f.takeover, FuseTransport: mode, // the socket: hidden from every host view
 		OwnMountBase: ownBase,
-		// The jails of a daemon that dies are ended by the reaper, the
-		// next daemon or none coming (mounts/jailreaper.go).
+		// Without a store, the jails of a daemon that dies are ended by
+		// the reaper (mounts/jailreaper.go); with one they run on with
+		// their kept views for the next daemon (mounts/jailkeep.go).
 		JailReaper: func() (*mounts.JailReaper, error) {
 			return mounts.StartJailReaper("/proc/self/exe", []string{selfPath(), "jail-reaper"})
 		}}
@@ -156,18 +159,32 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return serveInputErr(err)
 	}
-	l, err := mounts.Listen(socket)
-	if err != nil {
-		m.Abandon() // a refused start leaves nothing behind
-		return serveInputErr(err)
+	// The socket a previous daemon kept (a takeover, a crash): clients
+	// that connected meanwhile wait in its backlog (mounts/listenkeep.go).
+	var l *net.UnixListener
+	if cfg.Store != nil {
+		if l, err = mounts.TakeListener(cfg.Store, socket); err != nil {
+			logger.Debug("no kept API socket", "err", err)
+		} else if l != nil {
+			logger.Info("serving on the API socket the previous daemon kept", "socket", socket)
+		}
 	}
+	if l == nil {
+		if l, err = mounts.Listen(socket); err != nil {
+			m.Abandon() // a refused start leaves nothing behind
+			return serveInputErr(err)
+		}
+	}
+	// Detached with the listener kept: the socket stays for the next
+	// daemon.
+	keepSocket, listenerKept := false, false
 	// Removed at the end only while it is still this daemon's: a successor
 	// that took over may have made its own there already.
 	var sockSt syscall.Stat_t
 	syscall.Stat(socket, &sockSt)
 	defer func() {
 		var now syscall.Stat_t
-		if syscall.Stat(socket, &now) == nil && now.Ino == sockSt.Ino && now.Dev == sockSt.Dev {
+		if !keepSocket && syscall.Stat(socket, &now) == nil && now.Ino == sockSt.Ino && now.Dev == sockSt.Dev {
 			os.Remove(socket)
 		}
 	}()
@@ -184,6 +201,13 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer stopMetrics()
+	if cfg.Store != nil {
+		if err := mounts.KeepListener(cfg.Store, l, socket); err != nil {
+			logger.Warn("API socket not kept: clients get ECONNREFUSED while no daemon runs", "err", err)
+		} else {
+			listenerKept = true
+		}
+	}
 
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
@@ -207,12 +231,16 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	var closeErr error
 	if fullStop || cfg.Store == nil {
 		closeErr = m.Close(context.Background())
+		if cfg.Store != nil {
+			mounts.ForgetListener(cfg.Store)
+		}
 		if h, ok := cfg.Store.(*transport.Holder); ok && closeErr == nil {
 			// Nothing is kept any more: the holder has no work left.
 			h.Exit()
 		}
 	} else {
 		closeErr = m.Detach(context.Background())
+		keepSocket = closeErr == nil && listenerKept
 	}
 	if serveErr != nil && !errors.Is(serveErr, context.Canceled) {
 		return fmt.Errorf("serve %s: %w", socket, serveErr)
