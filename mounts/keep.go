@@ -165,6 +165,41 @@ func (m *Manager) adoptSession(id string, s *session, rec record) (done bool, er
 	return true, nil
 }
 
+// hostViewServers returns the servers of every host view and of its jail
+// twin (m.mu held).
+func (m *Manager) hostViewServers() []*fusefs.Server {
+	views := make([]*fusefs.Server, 0, len(m.hostViews))
+	for _, hv := range m.hostViews {
+		views = append(views, hv.srv)
+		if hv.jail != nil {
+			views = append(views, hv.jail)
+		}
+	}
+	return views
+}
+
+// servers returns every server the Manager runs: the sessions' mounts and
+// jail views, and the host views and their twins.
+func (m *Manager) servers() []*fusefs.Server {
+	m.mu.Lock()
+	all := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	out := m.hostViewServers()
+	m.mu.Unlock()
+	for _, s := range all {
+		s.mu.Lock()
+		for _, srv := range []*fusefs.Server{s.srv, s.jailView} {
+			if srv != nil {
+				out = append(out, srv)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
 // Detach stops the Manager for a successor: every session's servers stop at
 // a request boundary (fusefs Server.Pause; what arrives later waits in the
 // kernel, and is sent to the successor again), jails run on (paused on
@@ -185,13 +220,7 @@ func (m *Manager) Detach(ctx context.Context) error {
 	for _, s := range m.sessions {
 		all = append(all, s)
 	}
-	views := make([]*fusefs.Server, 0, len(m.hostViews))
-	for _, hv := range m.hostViews {
-		views = append(views, hv.srv)
-		if hv.jail != nil {
-			views = append(views, hv.jail)
-		}
-	}
+	views := m.hostViewServers()
 	m.mu.Unlock()
 	paused, late := 0, 0
 	for _, s := range all {

@@ -169,22 +169,24 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			logger.Info("serving on the API socket the previous daemon kept", "socket", socket)
 		}
 	}
+	// removeSocket says whether the socket file goes at the end: one this
+	// start made, when it fails before serving; at the end unless it
+	// stays for the next daemon (detached with the listener kept).
+	removeSocket, listenerKept := false, false
 	if l == nil {
 		if l, err = mounts.Listen(socket); err != nil {
 			m.Abandon() // a refused start leaves nothing behind
 			return serveInputErr(err)
 		}
+		removeSocket = true
 	}
-	// Detached with the listener kept: the socket stays for the next
-	// daemon.
-	keepSocket, listenerKept := false, false
 	// Removed at the end only while it is still this daemon's: a successor
 	// that took over may have made its own there already.
 	var sockSt syscall.Stat_t
 	syscall.Stat(socket, &sockSt)
 	defer func() {
 		var now syscall.Stat_t
-		if !keepSocket && syscall.Stat(socket, &now) == nil && now.Ino == sockSt.Ino && now.Dev == sockSt.Dev {
+		if removeSocket && syscall.Stat(socket, &now) == nil && now.Ino == sockSt.Ino && now.Dev == sockSt.Dev {
 			os.Remove(socket)
 		}
 	}()
@@ -200,7 +202,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		m.Abandon()
 		return err
 	}
-	defer stopMetrics()
+	defer func() { stopMetrics() }()
 	if cfg.Store != nil {
 		if err := mounts.KeepListener(cfg.Store, l, socket); err != nil {
 			logger.Warn("API socket not kept: clients get ECONNREFUSED while no daemon runs", "err", err)
@@ -209,38 +211,89 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
-	fullStop := false
-	go func() {
-		select {
-		case sig := <-sigs:
-			fullStop = sig == syscall.SIGINT
-			logger.Info("stopping", "signal", sig.String(), "full_stop", fullStop || cfg.Store == nil)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// Everything that can fail is done: a predecessor waiting for this
+	// start to serve (a takeover) exits now, and one whose successor
+	// failed before this point serves on (mounts/handover.go).
+	m.CommitTakeover()
+	wake := make(chan os.Signal, 1)
+	signal.Notify(wake, syscall.SIGUSR1)
+	defer signal.Stop(wake)
 
+	fullStop := false
+	// serving returns a context for one round of serving, cancelled at
+	// the first stop signal.
+	serving := func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(cmd.Context())
+		go func() {
+			select {
+			case sig := <-sigs:
+				fullStop = sig == syscall.SIGINT
+				logger.Info("stopping", "signal", sig.String(), "full_stop", fullStop || cfg.Store == nil)
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		return ctx, cancel
+	}
+	ctx, cancel := serving()
+	defer func() { cancel() }()
 	if err := m.Recover(ctx); err != nil {
 		logger.Error("recover", "err", err)
 	}
+	// A stop during Recover leaves sessions it did not reach to the next
+	// daemon: no handover that could resume without them.
+	recovered := ctx.Err() == nil
 	logger.Info("serving", "socket", socket, "state_dir", m.StateDir(), "mount_base", m.MountBase(), "sessions", m.Len())
-	serveErr := api.Serve(ctx, l)
-	l.Close()
-	var closeErr error
-	if fullStop || cfg.Store == nil {
-		closeErr = m.Close(context.Background())
-		if cfg.Store != nil {
-			mounts.ForgetListener(cfg.Store)
+	var serveErr, closeErr error
+	for {
+		serveErr = api.Serve(ctx, l)
+		l.Close()
+		removeSocket = true
+		if fullStop || cfg.Store == nil {
+			closeErr = m.Close(context.Background())
+			if cfg.Store != nil {
+				mounts.ForgetListener(cfg.Store)
+			}
+			if h, ok := cfg.Store.(*transport.Holder); ok && closeErr == nil {
+				// Nothing is kept any more: the holder has no work left.
+				h.Exit()
+			}
+			break
 		}
-		if h, ok := cfg.Store.(*transport.Holder); ok && closeErr == nil {
-			// Nothing is kept any more: the holder has no work left.
-			h.Exit()
+		if !recovered || serveErr != nil && !errors.Is(serveErr, context.Canceled) {
+			closeErr = m.Detach(context.Background())
+			removeSocket = closeErr != nil || !listenerKept
+			break
 		}
-	} else {
-		closeErr = m.Detach(context.Background())
-		keepSocket = closeErr == nil && listenerKept
+		// A successor may bind the metrics address meanwhile.
+		stopMetrics()
+		stopMetrics = func() {}
+		done, err := m.Handover(wake)
+		if done {
+			closeErr = err
+			removeSocket = closeErr != nil || !listenerKept
+			break
+		}
+		// The successor failed before it served: serve on, on the same
+		// socket (kept in the store; a client that connected meanwhile
+		// waits in its backlog).
+		if l, err = mounts.TakeListener(cfg.Store, socket); l == nil {
+			logger.Info("resume: a new API socket", "socket", socket, "why", err)
+			if l, err = mounts.Listen(socket); err != nil {
+				closeErr = errors.Join(fmt.Errorf("resume: %w", err), m.Detach(context.Background()))
+				break
+			}
+			if err := mounts.KeepListener(cfg.Store, l, socket); err != nil {
+				logger.Warn("API socket not kept: clients get ECONNREFUSED while no daemon runs", "err", err)
+			}
+		}
+		if stopMetrics, err = ml.serve(mounts.MetricsHandler(api.Metrics), logger); err != nil {
+			logger.Warn("resume: metrics not served", "err", err)
+			stopMetrics = func() {}
+		}
+		cancel()
+		ctx, cancel = serving()
+		logger.Info("serving again", "socket", socket, "sessions", m.Len())
 	}
 	if serveErr != nil && !errors.Is(serveErr, context.Canceled) {
 		return fmt.Errorf("serve %s: %w", socket, serveErr)
