@@ -62,7 +62,9 @@ after the daemon). After a crash (kill -9, OOM) the next start serves the
 kept connections on: processes in the mounts see a pause, never an error.
 Starting a second daemon on the same state directory takes over from the
 running one (an upgrade): the running one stops at a request boundary and
-exits 0, the new one serves on (--takeover=false refuses instead).
+exits 0 once the new one is ready, the new one serves on; if the new one
+fails before it serves, the running one serves on (--takeover=false
+refuses instead).
 
 --metrics-address HOST:PORT or unix:///PATH (mode 0600) also serves GET
 /metrics (the metrics of GET /v1/metrics) there, without the socket's peer
