@@ -332,6 +332,10 @@ func (m *mount) keep(store transport.Store, srv *fuse.Server, kind, mountpoint s
 		m.log.Warn("connection not kept: it ends with this process", m.sessionAttr("mountpoint", mountpoint, "store", store.Kind(), "err", err)...)
 		return
 	}
+	// Compacted while it serves, not only at the next restart
+	// (transport/compact.go): the store's name holds the new memfd.
+	name := transport.ConnName(mountpoint) + ".state"
+	st.SetCompactor(func(fd int) error { return store.Put(name, fd) })
 	m.keptIn = store
 	m.state.Store(st)
 }
@@ -342,6 +346,7 @@ func (m *mount) unkeep(mountpoint string) {
 	if st == nil || m.keptIn == nil {
 		return
 	}
+	st.SetCompactor(nil) // no compaction puts it back
 	if err := transport.Forget(m.keptIn, mountpoint); err != nil {
 		m.log.Warn("kept connection not removed from its store", m.sessionAttr("mountpoint", mountpoint, "err", err)...)
 	}

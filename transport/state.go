@@ -145,6 +145,13 @@ type State struct {
 	// what is copied is in the state the moment the copy ends, whatever
 	// happens to this process after.
 	mem []byte
+	// compactor, compactAt, compacting and compactions are the live
+	// compaction's (compact.go).
+	compactor   func(fd int) error
+	compactAt   int64
+	compacting  bool
+	compactions int
+	compactWG   sync.WaitGroup // a compaction running
 }
 
 // stateGrow is the least the state's file and mapping grow by.
@@ -398,6 +405,7 @@ func (s *State) append(k byte, fields ...any) {
 		s.off += int64(copy(s.mem[s.off:], b))
 	}
 	s.buf = b
+	s.maybeCompact()
 }
 
 // grow makes the file and its mapping at least need bytes longer than
