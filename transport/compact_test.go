@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 
@@ -85,5 +86,47 @@ func TestStateCompactsWhileServing(t *testing.T) {
 	}
 	if n := live.Nodes[30]; n == nil || n.Lookups != 1 {
 		t.Errorf("node 30 after a failed compaction: %+v, want 1 lookup", n)
+	}
+}
+
+// TestStateLocks: the lock requests granted through a handle replay in
+// order; an unlock of the whole file drops the earlier requests of its
+// kind (flock or byte-range) only; a released handle takes its locks with
+// it; WriteLive carries them into a compacted state.
+func TestStateLocks(t *testing.T) {
+	s, err := NewState(Meta{Kind: "mount", Mountpoint: "/m", Root: "/r", RootMountID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Open(File{Fh: 3, Ino: 11, Flags: unix.O_RDWR})
+	s.Open(File{Fh: 4, Ino: 11, Flags: unix.O_RDWR})
+	s.Lock(3, Lock{Flock: true, Typ: unix.F_WRLCK})
+	s.Lock(3, Lock{Typ: unix.F_WRLCK, Start: 0, End: 9})
+	s.Lock(3, Lock{Typ: unix.F_UNLCK, Start: 0, End: LockEOF}) // every range lock of 3
+	s.Lock(3, Lock{Typ: unix.F_RDLCK, Start: 20, End: LockEOF})
+	s.Lock(3, Lock{Typ: unix.F_UNLCK, Start: 30, End: 39}) // a part: kept as a request
+	s.Lock(4, Lock{Typ: unix.F_WRLCK, Start: 100, End: 100})
+	s.Release(4)
+	s.Lock(9, Lock{Typ: unix.F_WRLCK}) // no such handle
+	want := "[{true 1 0 0} {false 0 20 9223372036854775807} {false 2 30 39}]"
+	_, live, err := s.replayCopy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live.Files) != 1 || live.Files[3] == nil || fmt.Sprint(live.Files[3].Locks) != want {
+		t.Fatalf("replay: files %v, want only 3 with locks %s", live.Files, want)
+	}
+	s2, err := s.Compact(Meta{Kind: "mount", Mountpoint: "/m", Root: "/r", RootMountID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	_, live2, err := s2.replayCopy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(live2.Files[3].Locks); got != want {
+		t.Errorf("after WriteLive: locks of 3 %s, want %s", got, want)
 	}
 }
