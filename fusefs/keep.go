@@ -37,10 +37,13 @@ import (
 // killed is sent again (FUSE_NOTIFY_RESEND); each name-changing request is
 // marked in the state's intent ring before it is carried out, and a resent
 // one so marked answers its "already done" result as the success it was
-// (keepReply.again). What does not survive: POSIX and OFD locks taken
-// through the mount (they belong to the predecessor's descriptors, which
-// die with it), and the position of a directory listing in progress
-// without the watcher (it restarts from the first entry).
+// (keepReply.again). Locks taken through the mount (flock, POSIX and OFD:
+// each is the handle's descriptor's OFD or flock lock on the backing file)
+// are recorded with their handle and set again on the reopened descriptor
+// (restoreLocks); they are free between the predecessor's end and that,
+// for processes outside the mount only. What does not survive: the
+// position of a directory listing in progress without the watcher (it
+// restarts from the first entry).
 
 // keepState returns the mount's state, nil when it is not kept.
 func (m *mount) keepState() *transport.State { return m.state.Load() }
@@ -137,6 +140,24 @@ func (r *keepReply) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if s := r.m.keepState(); s != nil {
 		s.Release(uint32(in.Fh))
 	}
+}
+
+// SetLk and SetLkw record a lock request granted through a handle, so
+// that a successor sets the handle's locks again on the descriptor it
+// reopens (restoreLocks).
+func (r *keepReply) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	return r.locked(r.RawFileSystem.SetLk(cancel, in), in)
+}
+
+func (r *keepReply) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	return r.locked(r.RawFileSystem.SetLkw(cancel, in), in)
+}
+
+func (r *keepReply) locked(st fuse.Status, in *fuse.LkIn) fuse.Status {
+	if s := r.m.keepState(); s != nil && st.Ok() {
+		s.Lock(uint32(in.Fh), transport.Lock{Flock: in.LkFlags&fuse.FUSE_LK_FLOCK != 0, Typ: in.Lk.Typ, Start: in.Lk.Start, End: in.Lk.End})
+	}
+	return st
 }
 
 func (r *keepReply) ReleaseDir(in *fuse.ReleaseIn) {
@@ -332,6 +353,10 @@ func (m *mount) keep(store transport.Store, srv *fuse.Server, kind, mountpoint s
 		m.log.Warn("connection not kept: it ends with this process", m.sessionAttr("mountpoint", mountpoint, "store", store.Kind(), "err", err)...)
 		return
 	}
+	// Compacted while it serves, not only at the next restart
+	// (transport/compact.go): the store's name holds the new memfd.
+	name := transport.ConnName(mountpoint) + ".state"
+	st.SetCompactor(func(fd int) error { return store.Put(name, fd) })
 	m.keptIn = store
 	m.state.Store(st)
 }
@@ -342,6 +367,7 @@ func (m *mount) unkeep(mountpoint string) {
 	if st == nil || m.keptIn == nil {
 		return
 	}
+	st.SetCompactor(nil) // no compaction puts it back
 	if err := transport.Forget(m.keptIn, mountpoint); err != nil {
 		m.log.Warn("kept connection not removed from its store", m.sessionAttr("mountpoint", mountpoint, "err", err)...)
 	}
@@ -451,11 +477,41 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 		}
 		if in.RestoreFile(fh, h, f.Flags) == nil {
 			if _, ok := h.(staleFile); !ok {
+				f.Locks = m.restoreLocks(h, f)
 				out.Files[fh] = f
 			}
 		}
 	}
 	return out, len(c.Live.Nodes) - stale, stale
+}
+
+// restoreLocks sets the locks the predecessor's descriptor of handle f held
+// (its lock requests, in order) on h, the reopened handle, without waiting,
+// and returns the requests it could grant. They were released when the
+// predecessor's descriptors closed, so a process outside the mount (no
+// process in it is served meanwhile) may have taken one since: that one is
+// logged and lost, as NFS loses a lock its server could not reclaim.
+func (m *mount) restoreLocks(h fs.FileHandle, f *transport.File) []transport.Lock {
+	if len(f.Locks) == 0 {
+		return nil
+	}
+	lk, ok := h.(fs.FileSetlker)
+	if !ok {
+		return nil
+	}
+	var got []transport.Lock
+	for _, l := range f.Locks {
+		var flags uint32
+		if l.Flock {
+			flags = fuse.FUSE_LK_FLOCK
+		}
+		if errno := lk.Setlk(context.Background(), 0, &fuse.FileLock{Start: l.Start, End: l.End, Typ: l.Typ}, flags); errno != 0 {
+			m.log.Warn("kept lock not set again: another process took it while no daemon ran", m.sessionAttr("ino", f.Ino, "fh", f.Fh, "flock", l.Flock, "start", l.Start, "end", l.End, "err", errno)...)
+			continue
+		}
+		got = append(got, l)
+	}
+	return got
 }
 
 // forgetCaches drops what the kernel cached from the predecessor, once a

@@ -695,6 +695,26 @@ func (s *Server) Pause(wait time.Duration) bool {
 	return s.fuse.Pause(wait)
 }
 
+// Suspend stops serving at a request boundary as Pause does, but for a
+// handover that may be undone (Resume): the watcher runs on, since this
+// server may serve on. It reports whether every running request finished
+// in time. A successor may serve the connection only once this process
+// has exited: until then its readers still read requests and leave them
+// unanswered.
+func (s *Server) Suspend(wait time.Duration) bool {
+	return s.fuse.Pause(wait)
+}
+
+// Resume undoes Suspend: requests are served again, and the kernel is asked
+// to send again the ones left unanswered meanwhile (FUSE_NOTIFY_RESEND).
+// The error is the notification's (ENOSYS before Linux 6.9).
+func (s *Server) Resume() error {
+	if st := s.fuse.Resume(); !st.Ok() {
+		return syscall.Errno(st)
+	}
+	return nil
+}
+
 // Kept reports whether the connection is kept in a descriptor store
 // (Config.Keep), so that it survives this process.
 func (s *Server) Kept() bool { return s.m.keepState() != nil }

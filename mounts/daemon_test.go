@@ -127,6 +127,9 @@ func runHelper(action, path string) int {
 	if action == "probe" {
 		return probeHelper(path)
 	}
+	if action == "lockhold" || action == "locktry" {
+		return lockHelper(action, path)
+	}
 	if action == "hold" {
 		// Hold the working directory until stdin closes.
 		fmt.Println("ready")

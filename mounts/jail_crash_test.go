@@ -17,18 +17,124 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/mounts/api"
+	"github.com/wsfs/wsfs/transport"
 )
 
-// TestJailEndedAfterCrash: a daemon killed with kill -9 (its jail reaper
-// lost too) leaves its jails running (bwrap is the caller's child, not the
-// daemon's) with their jail views dead: every write of theirs gives
-// ENOTCONN, and nothing ended them (only a SIGTERM takeover or a stop
-// did). The next daemon ends them from the records in <state>/jails
-// before it serves: every process of the jail
-// (bwrap, the jail's PID 1, the shell and a background job) is gone, by
-// pidfd, and the session serves on, a new jail included. A record whose pid
-// now names another process (another start time), or that comes from
-// another boot, is removed and that process left running.
+// TestJailKeptAcrossRestarts: with the connections kept (the holder), a
+// jail outlives the daemon as every other process in the mounts does: its
+// views are kept with the session's, so after kill -9 and a restart, and
+// after a takeover, the same jail (every one of its processes, by pidfd)
+// reads and writes on, and the next daemon has it registered again: a
+// policy change reaches it, a session created later is hidden from it,
+// and a full stop ends it. Records of a recorded pid that now names
+// another process (another start time), or from another boot, are removed
+// and that process left running.
+func TestJailKeptAcrossRestarts(t *testing.T) {
+	needJail(t)
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f")
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := d.startJailShell(t, "s1")
+	if got := j.ask(t, `sleep 600 >/dev/null 2>&1 & echo 1 > "$WSFS_ROOT/jailcount" && cat "$WSFS_ROOT/jailcount"`); got != "rc=0 1" {
+		t.Fatalf("jail: write jailcount: %q, want rc=0 1", got)
+	}
+	if !strings.Contains(d.logText(), `msg="jail view mounted" session=s1`) {
+		t.Fatalf("no jail view mounted for s1 (the test needs one):\n%s", d.logText())
+	}
+	tree := descendants(j.pid)
+	if len(tree) < 4 { // bwrap, its child (PID 1 in the jail), bash, sleep
+		t.Fatalf("the jail's processes: %v, want at least bwrap, the jail's PID 1, bash and sleep", tree)
+	}
+	fds := map[int]int{}
+	for _, pid := range tree {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open(%d): %v", pid, err)
+		}
+		fds[pid] = fd
+		t.Cleanup(func() { unix.Close(fd) })
+	}
+	other, otherFd := staleJailRecords(t, d.stateDir, "s1")
+	records := filepath.Join(d.stateDir, "jails")
+	jailRecord := fmt.Sprintf("%d-%d.json", j.pid, statStart(t, j.pid))
+
+	d.kill()
+	d.waitExit(t)
+	d2 := startDaemonAt(t, dir, d.stateDir, d.mountBase)
+	if got := j.ask(t, `echo 2 >> "$WSFS_ROOT/jailcount" && cat "$WSFS_ROOT/jailcount"`); got != "rc=0 1 2" {
+		t.Errorf("jail after kill -9 and a restart: %q, want rc=0 1 2", got)
+	}
+	if !strings.Contains(d2.logText(), fmt.Sprintf(`msg="jail kept" session=s1 pid=%d`, j.pid)) {
+		t.Errorf("the next daemon did not log jail %d kept:\n%s", j.pid, d2.logText())
+	}
+	if pidfdExited(otherFd, 0) {
+		t.Errorf("process %d under a stale jail record was killed", other)
+	}
+	if got := entries(t, records); !slices.Equal(got, []string{jailRecord}) {
+		t.Errorf("jail records after the restart: %v, want only the jail's %s", got, jailRecord)
+	}
+
+	// A takeover (SIGTERM to the running daemon, a new one on the same
+	// state directory) keeps it the same way.
+	d2.detach()
+	d3 := startDaemonAt(t, dir, d.stateDir, d.mountBase)
+	if got := j.ask(t, `echo 3 >> "$WSFS_ROOT/jailcount" && cat "$WSFS_ROOT/jailcount"`); got != "rc=0 1 2 3" {
+		t.Errorf("jail after a takeover: %q, want rc=0 1 2 3", got)
+	}
+	for pid, fd := range fds {
+		if pidfdExited(fd, 0) {
+			t.Errorf("jail process %d ended across the restarts", pid)
+		}
+	}
+	// Registered again: a session created now is covered in the jail
+	// (hideInJails), and the session's new policy reaches its views.
+	// Outside the daemon's directory, which every jail hides whole.
+	root2 := filepath.Join(outsideDaemonDir(t), "proj2")
+	mkTree(t, root2, "secret")
+	if _, err := d3.c.Create(ctx, api.CreateRequest{ID: "s2", Root: root2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := j.ask(t, "ls -A "+canon(t, root2)); got != "rc=0 " {
+		t.Errorf("jail: ls of a session created after the takeover: %q, want rc=0 and nothing listed", got)
+	}
+	if _, err := d3.c.SetPolicy(ctx, "s1", api.Policy{Mode: api.ModeReadOnly}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("rc=1 bash: %s/jailcount: Read-only file system", canon(t, root))
+	if got := j.ask(t, `echo 4 >> "$WSFS_ROOT/jailcount"`); got != want {
+		t.Errorf("jail after its session became read-only: %q, want %q", got, want)
+	}
+	if got := readFile(t, filepath.Join(s.Mountpoint, "jailcount")); got != "1\n2\n3\n" {
+		t.Errorf("jailcount through the mount: %q, want 1 2 3 on lines", got)
+	}
+
+	d3.stop()
+	for _, pid := range tree {
+		if !pidfdExited(fds[pid], 10*time.Second) {
+			t.Errorf("jail process %d still runs after a full stop", pid)
+		}
+	}
+	if got := entries(t, records); len(got) != 0 {
+		t.Errorf("jail records after a full stop: %v, want none", got)
+	}
+}
+
+// TestJailEndedAfterCrash: a daemon killed with kill -9 together with the
+// holder of its connections leaves its jails running (bwrap is the
+// caller's child, not the daemon's) with their jail views dead: every
+// write of theirs gives ENOTCONN. The next daemon, which cannot serve
+// those views on, ends the jails from the records in <state>/jails before
+// it serves: every process of the jail (bwrap, the jail's PID 1, the shell
+// and a background job) is gone, by pidfd, and the session serves on, a
+// new jail included. A record whose pid now names another process
+// (another start time), or that comes from another boot, is removed and
+// that process left running.
 func TestJailEndedAfterCrash(t *testing.T) {
 	needJail(t)
 	dir := newDaemonDir(t)
@@ -57,49 +163,19 @@ func TestJailEndedAfterCrash(t *testing.T) {
 		fds[pid] = fd
 		t.Cleanup(func() { unix.Close(fd) })
 	}
-
-	// A process that is no jail, under a recorded pid: recorded with
-	// another start time (its pid was a jail's, which exited), and with
-	// its own start time but from another boot.
-	other := exec.Command("sleep", "600")
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
-	otherFd, err := unix.PidfdOpen(other.Process.Pid, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(otherFd) })
-	start := statStart(t, other.Process.Pid)
-	boot := strings.TrimSpace(readFile(t, "/proc/sys/kernel/random/boot_id"))
+	other, otherFd := staleJailRecords(t, d.stateDir, "s1")
 	records := filepath.Join(d.stateDir, "jails")
-	for _, r := range []struct {
-		start uint64
-		boot  string
-	}{{start + 1, boot}, {start, "another-boot"}} {
-		data, err := json.Marshal(map[string]any{"session": "s1", "pid": other.Process.Pid, "start": r.start, "boot": r.boot})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(records, fmt.Sprintf("%d-%d.json", other.Process.Pid, r.start)), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if got, want := entries(t, records), fmt.Sprintf("%d-%d.json", j.pid, statStart(t, j.pid)); !slices.Contains(got, want) {
 		t.Fatalf("jail records %v, want %s among them", got, want)
 	}
 
-	// The reaper, which ends the jails when the daemon dies, is lost
-	// too (an OOM kill of both, say): the jail is the next daemon's to
-	// end.
-	killReaper(t, d)
 	d.kill()
 	d.waitExit(t)
-	// The attack: the jail runs on, its view dead. The kernel answers a
-	// request it aborted with the connection ECONNABORTED and one made
-	// after ENOTCONN (fs/fuse/dev.c fuse_abort_conn, fuse_get_req); over
-	// FUSE over io_uring the first call here is one it aborted.
+	killHolder(t, d.stateDir)
+	// The jail runs on, its view dead. The kernel answers a request it
+	// aborted with the connection ECONNABORTED and one made after
+	// ENOTCONN (fs/fuse/dev.c fuse_abort_conn, fuse_get_req); over FUSE
+	// over io_uring the first call here is one it aborted.
 	wantPrefix := fmt.Sprintf("rc=1 bash: %s/jailcount: ", canon(t, root))
 	got := j.ask(t, `echo 2 > "$WSFS_ROOT/jailcount"`)
 	if got != wantPrefix+"Transport endpoint is not connected" && got != wantPrefix+"Software caused connection abort" {
@@ -119,11 +195,11 @@ func TestJailEndedAfterCrash(t *testing.T) {
 			t.Errorf("jail process %d still runs after the next daemon started", pid)
 		}
 	}
-	if !strings.Contains(d2.logText(), fmt.Sprintf(`msg="recover: ending a jail a dead daemon left" session=s1 pid=%d`, j.pid)) {
+	if !strings.Contains(d2.logText(), fmt.Sprintf(`msg="recover: ending a jail whose views cannot be served on" session=s1 pid=%d`, j.pid)) {
 		t.Errorf("the next daemon did not log ending jail %d:\n%s", j.pid, d2.logText())
 	}
 	if pidfdExited(otherFd, 0) {
-		t.Errorf("process %d under a stale jail record was killed", other.Process.Pid)
+		t.Errorf("process %d under a stale jail record was killed", other)
 	}
 	if got := entries(t, records); len(got) != 0 {
 		t.Errorf("jail records after the next start: %v, want none", got)
@@ -145,8 +221,66 @@ func TestJailEndedAfterCrash(t *testing.T) {
 	}
 }
 
-// TestJailEndedWithDaemon: when the daemon is killed with kill -9 and no
-// next one starts, its jail reaper ends the jails at once (every process
+// staleJailRecords starts a process that is no jail and writes two jail
+// records of session id under its pid in stateDir: one with another start
+// time (its pid was a jail's, which exited), one with its own start time
+// but from another boot. It returns the process's pid and a pidfd on it.
+func staleJailRecords(t *testing.T, stateDir, id string) (int, int) {
+	t.Helper()
+	other := exec.Command("sleep", "600")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	otherFd, err := unix.PidfdOpen(other.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(otherFd) })
+	start := statStart(t, other.Process.Pid)
+	boot := strings.TrimSpace(readFile(t, "/proc/sys/kernel/random/boot_id"))
+	for _, r := range []struct {
+		start uint64
+		boot  string
+	}{{start + 1, boot}, {start, "another-boot"}} {
+		data, err := json.Marshal(map[string]any{"session": id, "pid": other.Process.Pid, "start": r.start, "boot": r.boot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stateDir, "jails", fmt.Sprintf("%d-%d.json", other.Process.Pid, r.start)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return other.Process.Pid, otherFd
+}
+
+// killHolder kills the holder of the connections of the daemon on
+// stateDir with SIGKILL and waits for it to exit: every kept connection
+// ends (ENOTCONN) once no daemon holds it either.
+func killHolder(t *testing.T, stateDir string) {
+	t.Helper()
+	h := &transport.Holder{Socket: filepath.Join(stateDir, "holder.sock")}
+	pid, err := h.Ping()
+	h.Close()
+	if err != nil {
+		t.Fatalf("holder of %s: %v", stateDir, err)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("holder %d: %v", pid, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+		t.Fatalf("kill the holder %d: %v", pid, err)
+	}
+	if !pidfdExited(fd, 10*time.Second) {
+		t.Fatalf("holder %d still runs 10s after SIGKILL", pid)
+	}
+}
+
+// TestJailEndedWithDaemon: when a daemon that keeps no connections
+// (--keep-connections=false: its jails' views die with it) is killed with
+// kill -9 and no next one starts, its jail reaper ends the jails at once (every process
 // of both jails gone, by pidfd) and exits; a reaper killed before is
 // replaced with the next jail and the new one ends the earlier jail too.
 // The next daemon, started later, finds the jails' records of processes
@@ -154,7 +288,7 @@ func TestJailEndedAfterCrash(t *testing.T) {
 func TestJailEndedWithDaemon(t *testing.T) {
 	needJail(t)
 	dir := newDaemonDir(t)
-	d := startDaemon(t, dir)
+	d := startDaemonAt(t, dir, filepath.Join(dir, "state"), filepath.Join(dir, "mnt"), "--keep-connections=false")
 	root := filepath.Join(dir, "proj")
 	mkTree(t, root, "f")
 	if _, err := d.c.Create(context.Background(), api.CreateRequest{ID: "s1", Root: root}); err != nil {
@@ -190,7 +324,7 @@ func TestJailEndedWithDaemon(t *testing.T) {
 			t.Errorf("process %d (jails %d and %d, reaper %d) still runs 10s after the daemon was killed", pid, j.pid, j2.pid, reaper)
 		}
 	}
-	d2 := startDaemonAt(t, dir, d.stateDir, d.mountBase)
+	d2 := startDaemonAt(t, dir, d.stateDir, d.mountBase, "--keep-connections=false")
 	for _, pid := range []int{j.pid, j2.pid} {
 		if !strings.Contains(d2.logText(), fmt.Sprintf(`msg="recover: jail gone" session=s1 pid=%d`, pid)) {
 			t.Errorf("the next daemon did not find jail %d gone:\n%s", pid, d2.logText())

@@ -1,7 +1,9 @@
 package mounts
 
-// The jail reaper. A jail's views die with the daemon (they are not kept:
-// jailview.go), while the jail, the caller's process, runs on; the next
+// The jail reaper, for a daemon without a connection store (with one the
+// jails' views are kept, and the jails outlive the daemon: jailkeep.go).
+// A jail's views die with such a daemon, while the jail, the caller's
+// process, runs on; the next
 // daemon ends it from its record (jailrecord.go), but none may start soon,
 // or at all. So wsfs serve starts a reaper process (StartJailReaper: its
 // hidden `jail-reaper` verb, RunJailReaper) that the daemon hands a pidfd

@@ -1,17 +1,17 @@
 package mounts
 
 // Jail records. A jail's outer process (bwrap) is the caller's, not the
-// daemon's child, so a daemon killed with kill -9 (or OOM, a panic) leaves
-// its jails running; their views died with it (jail views are not kept:
-// jailview.go), so every operation of theirs on the project fails with
-// ENOTCONN, and no one would end them. So every jail is recorded in the
-// state directory when it registers (AddJail), as
-// <state>/jails/<pid>-<start>.json, and the record is removed when the
-// jail exits (watchJailExit) or the daemon ends it; Recover ends every recorded jail
-// that is still the same process (its pid, its start time, this boot)
-// before it clears the dead daemon's jail views, the same way a stop ends
-// them (killJail). A record whose pid now names another process (the jail
-// exited and the pid was reused) is removed, and that process left alone.
+// daemon's child, so a daemon that dies (kill -9, OOM, a panic) or hands
+// over leaves its jails running. So every jail is recorded in the state
+// directory when it registers (AddJail), as <state>/jails/<pid>-<start>.json,
+// and the record is removed when the jail exits (watchJailExit) or a
+// daemon ends it. Recover finds every recorded jail that is still the same
+// process (its pid, its start time, this boot: recordedJails) and takes it
+// back with its session when the session and the jail's views are served
+// on (jailkeep.go); otherwise their views are dead (ENOTCONN), and it ends
+// the jail as a stop does (killJail). A record whose pid now names another
+// process (the jail exited and the pid was reused) is removed, and that
+// process left alone.
 
 import (
 	"encoding/json"
@@ -163,28 +163,34 @@ func (m *Manager) watchJailExit(j jail) {
 	}()
 }
 
-// endRecordedJails ends every jail a dead daemon recorded that still runs
-// as the same process (pid, start time, boot), through a pidfd opened
-// before the start time is compared, and removes every record. Recover
-// calls it before it clears the jail views.
-func (m *Manager) endRecordedJails() {
+// recordedJails returns the jails a previous daemon recorded that still
+// run as the same process (pid, start time, boot), by session, each with a
+// pidfd opened before the start time was compared; the records of the
+// others are removed. Recover adopts a session's jails with the session
+// (adoptJails) or ends them (endAdopted).
+func (m *Manager) recordedJails() map[string][]jail {
 	dir := jailRecordsOf(m.stateDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			m.log.Warn("recover: jail records", "dir", dir, "err", err)
 		}
-		return
+		return nil
 	}
+	out := map[string][]jail{}
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		if r, ok := m.readJailRecord(path); ok {
-			m.endRecordedJail(r)
+			if fd := m.findRecordedJail(r); fd >= 0 {
+				out[r.Session] = append(out[r.Session], jail{pid: r.PID, fd: fd, rec: r})
+				continue
+			}
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			m.log.Warn("recover: remove jail record", "path", path, "err", err)
 		}
 	}
+	return out
 }
 
 // readJailRecord reads the jail record at path; false (logged) for a temp
@@ -209,28 +215,28 @@ func (m *Manager) readJailRecord(path string) (jailRecord, bool) {
 	return r, true
 }
 
-// endRecordedJail ends the jail of record r when its process still runs.
-func (m *Manager) endRecordedJail(r jailRecord) {
+// findRecordedJail returns a pidfd on the jail of record r when its
+// process still runs, else -1 (logged).
+func (m *Manager) findRecordedJail(r jailRecord) int {
 	if r.Boot == "" || r.Boot != bootID() {
 		m.log.Info("recover: jail of another boot, gone", "session", r.Session, "pid", r.PID)
-		return
+		return -1
 	}
 	fd, err := unix.PidfdOpen(r.PID, 0)
 	if err != nil {
 		m.log.Info("recover: jail gone", "session", r.Session, "pid", r.PID)
-		return
+		return -1
 	}
 	start, err := procStart(r.PID)
 	switch {
 	case err != nil || exited(fd):
 		unix.Close(fd)
 		m.log.Info("recover: jail gone", "session", r.Session, "pid", r.PID)
-		return
+		return -1
 	case start != r.Start:
 		unix.Close(fd)
 		m.log.Info("recover: jail gone; its pid is another process's, left alone", "session", r.Session, "pid", r.PID, "start", r.Start, "now", start)
-		return
+		return -1
 	}
-	m.log.Info("recover: ending a jail a dead daemon left", "session", r.Session, "pid", r.PID)
-	m.killJail(r.Session, r.PID, fd)
+	return fd
 }

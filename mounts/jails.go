@@ -5,9 +5,11 @@ package mounts
 // into its own mount namespace, which would keep
 // the FUSE connection (and an old server's mount) alive after the daemon
 // unmounts it; so the daemon holds a pidfd per jail and ends the jails
-// before it unmounts, removes or restarts a session. A daemon that dies
-// cannot: its jail reaper ends them then (jailreaper.go), or else the next
-// daemon, from their records (jailrecord.go).
+// before it unmounts or removes a session, or stops. A daemon that hands
+// over or dies with a connection store leaves them running on kept views
+// for the next one (jailkeep.go); without a store its jail reaper ends them
+// (jailreaper.go), or else the next daemon, from their records
+// (jailrecord.go).
 
 import (
 	"context"
@@ -86,8 +88,9 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	s.jails = append(s.jails, j)
 	m.watchJailExit(j)
 	m.registerJail(id, pid, fd)
-	// Ended by the reaper if this daemon dies (jailreaper.go); without
-	// one, by the next daemon, from the record.
+	// Without a store, ended by the reaper if this daemon dies
+	// (jailreaper.go), or else by the next daemon, from the record; with
+	// one, taken back by the next daemon (jailkeep.go).
 	m.handToReaper(id, pid, fd)
 	m.log.Info("jail started", "session", id, "pid", pid)
 	m.ensureJailView(s)

@@ -10,8 +10,11 @@ package mounts
 // its host view a twin in follow mode at <mount-base>/@jailhost/<id>, which
 // the jail shows wherever it would show the host view (additional roots, a
 // working directory outside the roots, the host view's own path). Both are
-// unmounted with the session (after its jails are ended) and when the
-// daemon stops; a dead daemon's are cleared at recovery.
+// unmounted with the session (after its jails are ended) and at a full
+// stop; with a connection store they are kept as the session's own
+// connections are, and served on after a restart with the jails
+// (jailkeep.go); a dead daemon's that were not kept are cleared at
+// recovery.
 
 import (
 	"errors"
@@ -19,6 +22,7 @@ import (
 	"path/filepath"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // jailViewDir and jailHostViewDir are the directories of the jail views and
@@ -64,19 +68,10 @@ func (m *Manager) ensureJailView(s *session) {
 	if s.jailView == nil {
 		dir := m.jailViewOf(id)
 		if m.makeViewDir(id, dir) {
-			srv, err := fusefs.Mount(layered(fusefs.Config{
-				Root: s.rec.Root, Mountpoint: dir, Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
-				Logger: m.labelled(s.rec.Labels), Session: id, Transport: m.transport, Users: s.rec.Users,
-				Hidden: m.viewHidden(), Shared: m.places, Owner: id,
-				// With the watcher, as the session mount: long kernel cache
-				// timeouts made safe by invalidations; both mounts share the
-				// process's inotify instance and each directory's watch.
-			}, s.layer))
-			if err != nil {
+			if err := m.serveJailView(s, nil); err != nil {
 				os.Remove(dir)
 				m.log.Warn("jail view: mount", "session", id, "dir", dir, "err", err)
 			} else {
-				s.jailView = srv
 				m.log.Info("jail view mounted", "session", id, "dir", dir)
 			}
 		}
@@ -92,6 +87,45 @@ func (m *Manager) ensureJailView(s *session) {
 	if !m.makeViewDir(id, dir) {
 		return
 	}
+	if err := m.serveJailHostView(s, hv, nil); err != nil {
+		os.Remove(dir)
+		m.log.Warn("jail host view: mount", "session", id, "dir", dir, "err", err)
+		return
+	}
+	m.log.Info("jail host view mounted", "session", id, "dir", dir)
+}
+
+// serveJailView mounts s's jail view at its directory (made already), or
+// with adopt serves that kept connection on (Recover), and sets
+// s.jailView (s.mu held). On error nothing is mounted, and adopt is still
+// the caller's.
+func (m *Manager) serveJailView(s *session, adopt *transport.Conn) error {
+	id := s.rec.ID
+	srv, err := fusefs.Mount(layered(fusefs.Config{
+		Root: s.rec.Root, Mountpoint: m.jailViewOf(id), Policy: s.pol, Symlinks: fusefs.SymlinksFollow,
+		Logger: m.labelled(s.rec.Labels), Session: id, Transport: m.transport, Users: s.rec.Users,
+		Hidden: m.viewHidden(), Shared: m.places, Owner: id,
+		// Kept as the session's own connections are, so that the jails
+		// outlive the daemon with their views (keep.go).
+		Keep: m.store, Adopt: adopt,
+		// With the watcher, as the session mount: long kernel cache
+		// timeouts made safe by invalidations; both mounts share the
+		// process's inotify instance and each directory's watch.
+	}, s.layer))
+	if err != nil {
+		return err
+	}
+	s.jailView = srv
+	return nil
+}
+
+// serveJailHostView mounts the twin of s's host view hv at its directory
+// (made already), or with adopt serves that kept connection on, and sets
+// hv.jail (s.mu held). On error nothing is mounted, and adopt is still
+// the caller's but after errHostViewGone.
+func (m *Manager) serveJailHostView(s *session, hv *hostView, adopt *transport.Conn) error {
+	id := s.rec.ID
+	dir := JailHostViewPath(m.mountBase, id)
 	srv, err := fusefs.MountHostView(fusefs.HostViewConfig{
 		Mountpoint: dir,
 		Policy:     s.pol,
@@ -106,11 +140,11 @@ func (m *Manager) ensureJailView(s *session) {
 		Users:     s.rec.Users,
 		NoWatch:   true, // as the host view
 		Transport: m.transport,
+		Keep:      m.store,
+		Adopt:     adopt,
 	})
 	if err != nil {
-		os.Remove(dir)
-		m.log.Warn("jail host view: mount", "session", id, "dir", dir, "err", err)
-		return
+		return err
 	}
 	m.mu.Lock()
 	if cur := m.hostViews[id]; cur == hv {
@@ -119,11 +153,16 @@ func (m *Manager) ensureJailView(s *session) {
 	}
 	m.mu.Unlock()
 	if srv != nil { // the host view went meanwhile
-		m.unmountView(id, srv, dir)
-		return
+		m.unmountView(id, srv, dir) // ends adopt too
+		return errHostViewGone
 	}
-	m.log.Info("jail host view mounted", "session", id, "dir", dir)
+	return nil
 }
+
+// errHostViewGone is serveJailHostView's error when the session's host
+// view went while its twin was mounted: the twin (and its adopted
+// connection) is ended already.
+var errHostViewGone = errors.New("the session's host view is gone")
 
 // makeViewDir clears a stale mount at dir and makes dir (and its parent);
 // false (logged) when it cannot.

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/policy"
 	"github.com/wsfs/wsfs/transport"
@@ -60,6 +62,14 @@ func (m *Manager) takeConn(mp string) *transport.Conn {
 	c := m.kept[mp]
 	delete(m.kept, mp)
 	return c
+}
+
+// isKept reports whether a connection of mountpoint mp is kept and not
+// yet taken.
+func (m *Manager) isKept(mp string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.kept[mp] != nil
 }
 
 // endKept ends the kept connection of mountpoint mp: closed here and
@@ -155,11 +165,46 @@ func (m *Manager) adoptSession(id string, s *session, rec record) (done bool, er
 	return true, nil
 }
 
+// hostViewServers returns the servers of every host view and of its jail
+// twin (m.mu held).
+func (m *Manager) hostViewServers() []*fusefs.Server {
+	views := make([]*fusefs.Server, 0, len(m.hostViews))
+	for _, hv := range m.hostViews {
+		views = append(views, hv.srv)
+		if hv.jail != nil {
+			views = append(views, hv.jail)
+		}
+	}
+	return views
+}
+
+// servers returns every server the Manager runs: the sessions' mounts and
+// jail views, and the host views and their twins.
+func (m *Manager) servers() []*fusefs.Server {
+	m.mu.Lock()
+	all := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	out := m.hostViewServers()
+	m.mu.Unlock()
+	for _, s := range all {
+		s.mu.Lock()
+		for _, srv := range []*fusefs.Server{s.srv, s.jailView} {
+			if srv != nil {
+				out = append(out, srv)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
 // Detach stops the Manager for a successor: every session's servers stop at
 // a request boundary (fusefs Server.Pause; what arrives later waits in the
-// kernel, and is sent to the successor again), jails are ended as at
-// Close, records and kept connections stay, nothing is unmounted, and the
-// state directory's lock is released. Without a store it is Close: a
+// kernel, and is sent to the successor again), jails run on (paused on
+// their views, which are kept too), records and kept connections stay,
+// nothing is unmounted, and the state directory's lock is released. Without a store it is Close: a
 // connection nobody keeps would end with the process anyway.
 func (m *Manager) Detach(ctx context.Context) error {
 	if m.store == nil {
@@ -175,16 +220,21 @@ func (m *Manager) Detach(ctx context.Context) error {
 	for _, s := range m.sessions {
 		all = append(all, s)
 	}
-	views := make([]*fusefs.Server, 0, len(m.hostViews))
-	for _, hv := range m.hostViews {
-		views = append(views, hv.srv)
-	}
+	views := m.hostViewServers()
 	m.mu.Unlock()
 	paused, late := 0, 0
 	for _, s := range all {
 		s.mu.Lock()
-		m.endJails(s)
-		m.unmountJailView(s)
+		// The jails run on, paused on their views as every other
+		// process in the mounts; the next daemon takes them back from
+		// their records (jailkeep.go).
+		for _, j := range s.jails {
+			unix.Close(j.fd)
+		}
+		s.jails = nil
+		if s.jailView != nil && !s.jailView.Pause(detachWait) {
+			late++
+		}
 		if s.srv != nil {
 			if !s.srv.Pause(detachWait) {
 				late++
@@ -200,7 +250,7 @@ func (m *Manager) Detach(ctx context.Context) error {
 			late++
 		}
 	}
-	m.closeReaper() // every jail is ended: it exits
+	m.closeReaper() // none with a store (jailkeep.go)
 	if m.lock != nil {
 		m.lock.Close()
 	}

@@ -43,6 +43,9 @@ type Manager struct {
 	log       *slog.Logger
 	lock      *os.File
 	store     transport.Store // Config.Store; nil: connections are not kept
+	// pred is the daemon New took over from, waiting suspended for
+	// CommitTakeover (handover.go); nil when none.
+	pred *predecessor
 	// startReaper is Config.JailReaper; reaper the reaper it started
 	// (nil: none yet), guarded by jailMu.
 	startReaper func() (*JailReaper, error)
@@ -162,13 +165,17 @@ func New(cfg Config) (m *Manager, err error) {
 		mountBase:   base,
 		log:         cfg.Logger,
 		store:       cfg.Store,
-		startReaper: cfg.JailReaper,
 		transport:   mode,
 		sessions:    make(map[string]*session),
 		mountpoints: make(map[string]string),
 		roots:       make(map[string]string),
 		hostViews:   make(map[string]*hostView),
 		places:      fusefs.NewPlaceIndex(),
+	}
+	if cfg.Store == nil {
+		// With a store the jails outlive the daemon with their views
+		// (jailkeep.go): no reaper ends them.
+		m.startReaper = cfg.JailReaper
 	}
 	for _, h := range cfg.Hidden {
 		if !filepath.IsAbs(h) {
@@ -195,7 +202,7 @@ func New(cfg Config) (m *Manager, err error) {
 	if err != nil {
 		return nil, errorf(CodeInternal, "state directory lock %s: %w", lockPath, err)
 	}
-	if err := takeLock(f, lockPath, m.sessDir, lockOpts{takeover: cfg.Takeover, keepConns: cfg.Store != nil, log: m.log}); err != nil {
+	if err := takeLock(f, lockPath, m.sessDir, lockOpts{takeover: cfg.Takeover, keepConns: cfg.Store != nil, log: m.log, pred: &m.pred}); err != nil {
 		f.Close()
 		return nil, errorf(CodeExists, "state directory %s: in use by another wsfs daemon (lock %s: %v)", state, lockPath, err)
 	}

@@ -38,12 +38,34 @@ while not os.path.exists(os.environ["CTL"] + "/stop"):
 m.close()
 print(i)`
 
+// confineLoop runs `wsfs exec --confine` on session $SID over and over
+// until $CTL/stop exists, each jail appending its counter to
+// $WSFS_ROOT/confined; it prints the count, exit 9 on a failed exec.
+const confineLoop = `i=0
+while [ ! -e "$CTL/stop" ]; do
+  "$WSFS" exec --session "$SID" --confine -- sh -c 'echo "$1" >> "$WSFS_ROOT/confined"' sh "$i" || exit 9
+  i=$((i+1))
+done
+echo "$i"`
+
+// jailLoop is one jail (`wsfs exec --confine`) that lives across every
+// restart, appending its counter to $WSFS_ROOT/jailed every 10 ms until
+// $WSFS_ROOT/stop exists (the control directory lies in the daemon's
+// directory, which a jail hides); it prints the count, exit 9 on a failed
+// write.
+const jailLoop = `"$WSFS" exec --session "$SID" --confine -- sh -c '
+i=0
+while [ ! -e "$WSFS_ROOT/stop" ]; do echo "$i" >> "$WSFS_ROOT/jailed" || exit 9; i=$((i+1)); sleep 0.01; done
+echo "$i"'`
+
 // TestMeasureOutlive measures issue 18's acceptance run (hack/measure-outlive.sh):
 // WSFS_MEASURE_N sessions (default 20), each with a shell loop (sessionLoop:
 // create, append+fsync, read-back, mkdir/rmdir, rename, readdir, stat, git
 // status, with a descriptor held for append), plus a process appending to a
-// held file every 10 ms and one writing through a shared mmap, while 10
-// takeovers and 10 kill -9 + starts alternate between two builds of wsfs.
+// held file every 10 ms and one writing through a shared mmap, an
+// `exec --confine` loop (confineLoop) and one jail living through every
+// restart (jailLoop), while 10 takeovers and 10 kill -9 + starts alternate
+// between two builds of wsfs.
 // It fails on any failed operation or lost write, and prints the pause per
 // kind of restart (the longest time between two rounds of any shell across
 // it): p50, p99 and max.
@@ -103,7 +125,8 @@ func TestMeasureOutlive(t *testing.T) {
 	var bg0 []string // the background writers started so far: the next one works in session len(bg0)
 	bg := func(name string, argv ...string) (*exec.Cmd, *strings.Builder) {
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), "MNT="+mps[len(bg0)], "CTL="+ctl)
+		cmd.Env = append(os.Environ(), "MNT="+mps[len(bg0)], "CTL="+ctl, "SID="+fmt.Sprintf("s%02d", len(bg0)),
+			"WSFS="+wsfsBin, "WSFS_SOCKET="+d.socket)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -118,6 +141,22 @@ func TestMeasureOutlive(t *testing.T) {
 	var mmOut *strings.Builder
 	if _, err := exec.LookPath("python3"); err == nil {
 		mm, mmOut = bg("mmap writer", "python3", "-c", mmapLoop)
+	}
+	var jailCmds []*exec.Cmd
+	var jailOuts []*strings.Builder
+	var jailFiles []string
+	jailStop := "" // the jail loop's stop file
+	if haveJail() {
+		for _, c := range []struct{ name, script, file string }{{"exec --confine loop", confineLoop, "confined"}, {"jail", jailLoop, "jailed"}} {
+			if c.script == jailLoop {
+				jailStop = filepath.Join(roots[len(bg0)], "stop")
+			}
+			jailFiles = append(jailFiles, filepath.Join(roots[len(bg0)], c.file))
+			cmd, out := bg(c.name, "sh", "-c", c.script)
+			jailCmds, jailOuts = append(jailCmds, cmd), append(jailOuts, out)
+		}
+	} else {
+		t.Log("bwrap is not installed: no exec --confine loop")
 	}
 	for i, l := range loops {
 		l.next(t, fmt.Sprintf("s%02d before any restart", i))
@@ -153,6 +192,11 @@ func TestMeasureOutlive(t *testing.T) {
 			}
 		}
 	}
+	if jailStop != "" {
+		if err := os.WriteFile(jailStop, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stopLoops(t, ctl, loops, roots, logs)
 	if err := app.Wait(); err != nil {
 		t.Fatalf("appender: %v\n%s", err, appOut.String())
@@ -170,6 +214,16 @@ func TestMeasureOutlive(t *testing.T) {
 		if err != nil || len(data) < 20 || string(data[:20]) != fmt.Sprintf("%020d", last) {
 			t.Fatalf("mapped: the last value written %d, on disk %q (%v)", last, data[:min(len(data), 20)], err)
 		}
+	}
+	for i, cmd := range jailCmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%s: %v\n%s", cmd.Args, err, jailOuts[i].String())
+		}
+		k, _ := strconv.Atoi(strings.TrimSpace(jailOuts[i].String()))
+		if data, err := os.ReadFile(jailFiles[i]); err != nil || !slices.Equal(strings.Fields(string(data)), counting(k)) {
+			t.Fatalf("%s: %d writes acknowledged, the file on disk differs (%v):\n%s", jailFiles[i], k, err, data)
+		}
+		fmt.Printf("MEASURE outlive: %s wrote %d times across the restarts, none failed\n", filepath.Base(jailFiles[i]), k)
 	}
 	for _, kind := range []string{"takeover", "kill -9"} {
 		p := pauses[kind]

@@ -71,14 +71,24 @@ func (m *Manager) Recover(ctx context.Context) error {
 			}
 		}
 	}
-	// The jails a dead daemon left run on with its jail views dead
-	// (ENOTCONN): ended first, as a stop ends them.
-	m.endRecordedJails()
+	// The jails the previous daemon left run on: those of a recorded
+	// session are taken back with it, or ended when it cannot be served
+	// on (recoverOne, jailkeep.go); the others are ended now, as a stop
+	// ends them.
+	jails := m.recordedJails()
+	for id, js := range jails {
+		if !have[id] {
+			m.dropJails(id, js, false)
+			delete(jails, id)
+		}
+	}
 	for _, dir := range []string{jailViewDir, jailHostViewDir} {
 		if views, err := os.ReadDir(filepath.Join(m.mountBase, dir)); err == nil {
 			for _, e := range views {
-				// Left by a crash; mounted again with the next jail.
-				m.clearViewDir(e.Name(), filepath.Join(m.mountBase, dir, e.Name()))
+				if path := filepath.Join(m.mountBase, dir, e.Name()); !m.isKept(path) {
+					// Left by a crash; mounted again with the next jail.
+					m.clearViewDir(e.Name(), path)
+				}
 			}
 		}
 	}
@@ -107,7 +117,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = m.recoverOne(ctx, id)
+			errs[i] = m.recoverOne(ctx, id, jails[id])
 		}()
 	}
 	wg.Wait()
@@ -149,7 +159,16 @@ func (m *Manager) undoPending(id, path string) {
 
 // recoverOne mounts recorded session id again and publishes it, failed or
 // not. The error says why it failed.
-func (m *Manager) recoverOne(ctx context.Context, id string) error {
+func (m *Manager) recoverOne(ctx context.Context, id string, js []jail) error {
+	// The session's jails go with it: taken back when it is served on,
+	// else ended (or, when this daemon is stopped while starting, left
+	// to the next one).
+	adopted := false
+	defer func() {
+		if !adopted {
+			m.dropJails(id, js, ctx.Err() != nil)
+		}
+	}()
 	path := filepath.Join(m.sessDir, id+".json")
 	rec, err := readRecord(path)
 	if err != nil {
@@ -208,6 +227,8 @@ func (m *Manager) recoverOne(ctx context.Context, id string) error {
 		return fail("%v", err)
 	}
 	if done, err := m.adoptSession(id, s, rec); done {
+		adopted = true
+		m.adoptJails(s, js)
 		return nil
 	} else if err != nil {
 		m.log.Warn("recover: the kept connections could not be served on; mounting again", "session", id, "err", err)

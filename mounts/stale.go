@@ -206,7 +206,7 @@ func takeLock(f *os.File, lockPath, sessDir string, o lockOpts) error {
 		if !taken {
 			switch {
 			case pid != 0 && !dying(pid) && o.takeover:
-				if err := takeOver(f, pid, lockPath, o.log); err != nil {
+				if err := takeOver(f, pid, lockPath, o.log, o.pred); err != nil {
 					return err
 				}
 			case pid == 0 || !dying(pid):
@@ -318,15 +318,26 @@ type lockOpts struct {
 	takeover  bool // a live holder is asked to stop (Config.Takeover)
 	keepConns bool // a dying holder's connections are kept: not aborted
 	log       *slog.Logger
+	// pred, when set, receives the daemon taken over from when it waits
+	// suspended for the commit (handover.go).
+	pred **predecessor
 }
 
 // takeOver asks the live daemon pid that holds the lock to stop (SIGTERM:
 // it stops serving at a request boundary and exits, its connections kept,
 // Manager.Detach) and waits up to lockWait for the lock. If another
 // process takes the lock first (a second successor), that one is named.
-func takeOver(f *os.File, pid int, lockPath string, log *slog.Logger) error {
+func takeOver(f *os.File, pid int, lockPath string, log *slog.Logger, pred **predecessor) error {
 	started := procStat(pid)
+	state := filepath.Dir(lockPath)
 	log.Info("taking over from the running daemon", "pid", pid)
+	if pred != nil {
+		// Named for the running daemon, which then waits for the commit
+		// instead of exiting (handover.go).
+		if self, err := procStart(os.Getpid()); err == nil {
+			writeHandover(state, handover{Successor: os.Getpid(), Start: self})
+		}
+	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("held by pid %d, which could not be asked to stop: %v", pid, err)
 	}
@@ -340,6 +351,20 @@ func takeOver(f *os.File, pid int, lockPath string, log *slog.Logger) error {
 		// (and leaves them unanswered) until its process exits, and the
 		// successor's FUSE_NOTIFY_RESEND must come after the last one.
 		if taken && finished(pid, started) {
+			return nil
+		}
+		if h, ok := readHandover(state); taken && pred != nil && ok && h.Suspended == pid {
+			// Suspended, waiting for the commit of whoever holds the
+			// lock: this process, though another successor started at
+			// the same moment may be the one named (the file is the
+			// last writer's).
+			if h.Successor != os.Getpid() {
+				if self, err := procStart(os.Getpid()); err == nil {
+					h.Successor, h.Start = os.Getpid(), self
+					writeHandover(state, h)
+				}
+			}
+			*pred = &predecessor{pid: pid, start: started}
 			return nil
 		}
 		if now := lockHolder(lockPath); !taken && now != 0 && now != pid && finished(pid, started) {

@@ -53,6 +53,8 @@ type Config struct {
 	// those still running when the daemon exits, a kill -9 included
 	// (their views die with it). nil: a killed daemon's jails run on
 	// until the next daemon's Recover ends them from their records.
+	// Unused with a Store: the jails' views are kept then, and the jails
+	// outlive the daemon with them (jailkeep.go).
 	JailReaper func() (*JailReaper, error)
 	// Takeover, when the state directory's lock is held by a live daemon,
 	// asks it to stop (SIGTERM: it detaches, see Detach) and waits for

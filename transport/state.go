@@ -83,6 +83,7 @@ const (
 	recBacking = 5 // a node's passthrough backing ID
 	recIno     = 6 // an allocated inode number for (dev, ino)
 	recCount   = 7 // a change of the kernel's lookup count of a node ID
+	recLock    = 8 // a lock set (or cleared) through an open file handle
 )
 
 // Node is a node the kernel refers to by its node ID (== Ino): the file
@@ -109,6 +110,32 @@ type File struct {
 	Ino   uint64
 	Flags uint32
 	Dir   bool
+	// Locks are the lock requests granted through the handle, in order
+	// (State.Lock): set again in this order on the reopened descriptor,
+	// they give it the locks the predecessor's had. Requests made moot by
+	// a later unlock of the whole file are dropped.
+	Locks []Lock
+}
+
+// Lock is one lock request granted through a file handle (FUSE_SETLK or
+// FUSE_SETLKW): a flock(2) lock (Flock: the whole file, Typ F_RDLCK,
+// F_WRLCK or F_UNLCK for LOCK_SH, LOCK_EX, LOCK_UN) or a byte-range lock
+// on the handle's open file description (fcntl(2) F_OFD_SETLK; Start and
+// End inclusive, End LockEOF for "to the end of the file").
+type Lock struct {
+	Flock      bool
+	Typ        uint32
+	Start, End uint64
+}
+
+// LockEOF is the End of a lock that extends to the end of the file
+// (OFFSET_MAX, as FUSE sends it).
+const LockEOF = 1<<63 - 1
+
+// whole reports whether l unlocks everything of its kind that the handle
+// holds.
+func (l Lock) whole() bool {
+	return l.Typ == unix.F_UNLCK && (l.Flock || l.Start == 0 && l.End >= LockEOF)
 }
 
 // InoAlloc is an inode number a mount allocated for an object on another
@@ -145,6 +172,13 @@ type State struct {
 	// what is copied is in the state the moment the copy ends, whatever
 	// happens to this process after.
 	mem []byte
+	// compactor, compactAt, compacting and compactions are the live
+	// compaction's (compact.go).
+	compactor   func(fd int) error
+	compactAt   int64
+	compacting  bool
+	compactions int
+	compactWG   sync.WaitGroup // a compaction running
 }
 
 // stateGrow is the least the state's file and mapping grow by.
@@ -398,6 +432,7 @@ func (s *State) append(k byte, fields ...any) {
 		s.off += int64(copy(s.mem[s.off:], b))
 	}
 	s.buf = b
+	s.maybeCompact()
 }
 
 // grow makes the file and its mapping at least need bytes longer than
@@ -438,6 +473,11 @@ func (s *State) Forget(ino uint64) { s.append(recGone, ino) }
 // each FORGET (go-fuse's fs.Options.OnLookupCount). A node whose counts
 // sum to zero or less is forgotten.
 func (s *State) Count(ino uint64, delta int64) { s.append(recCount, ino, uint64(delta)) }
+
+// Lock records a lock request granted through open file handle fh.
+func (s *State) Lock(fh uint32, l Lock) {
+	s.append(recLock, fh, l.Flock, l.Typ, l.Start, l.End)
+}
 
 // SetBacking records node ino's passthrough backing ID.
 func (s *State) SetBacking(ino uint64, id int32) { s.append(recBacking, ino, id) }
@@ -523,6 +563,21 @@ func (s *State) replay() (*Live, int64, error) {
 			live.Files[f.Fh] = f
 		case recRelease:
 			delete(live.Files, r.u32())
+		case recLock:
+			fh, l := r.u32(), Lock{Flock: r.bool(), Typ: r.u32(), Start: r.u64(), End: r.u64()}
+			if f := live.Files[fh]; f != nil && !r.short {
+				if l.whole() {
+					kept := f.Locks[:0]
+					for _, o := range f.Locks {
+						if o.Flock != l.Flock {
+							kept = append(kept, o)
+						}
+					}
+					f.Locks = kept
+				} else {
+					f.Locks = append(f.Locks, l)
+				}
+			}
 		case recIno:
 			live.Inos = append(live.Inos, InoAlloc{Dev: r.u64(), Ino: r.u64(), Alloc: r.u64()})
 		case recCount:
@@ -588,6 +643,9 @@ func (s *State) WriteLive(live *Live) {
 	}
 	for _, f := range live.Files {
 		s.Open(*f)
+		for _, l := range f.Locks {
+			s.Lock(f.Fh, l)
+		}
 	}
 }
 
@@ -714,9 +772,12 @@ func TakeConns(st Store) (conns map[string]*Conn, bad map[string]error, err erro
 		conns[meta.Mountpoint] = &Conn{Name: base, Fuse: fd, State: s, Meta: meta, Live: live}
 	}
 	for name, fd := range fds {
-		if strings.HasSuffix(name, ".state") {
+		switch {
+		case strings.HasSuffix(name, ".state"):
 			unix.Close(fd)
 			bad[strings.TrimSuffix(name, ".state")] = errors.New("a state with no connection")
+		case !strings.HasSuffix(name, ".fuse"):
+			unix.Close(fd) // not a connection's (the API's listener: TakeNamed)
 		}
 	}
 	return conns, bad, nil

@@ -159,6 +159,42 @@ func (h *Holder) Take() (map[string]int, error) {
 	return out, nil
 }
 
+// TakeNamed returns a duplicate of the descriptor stored in st under name
+// (the caller owns it) and true, or false when none is; it stays stored.
+// Unlike Take it does not duplicate every descriptor into this process: a
+// Holder is asked for the one name (a holder of an earlier version, which
+// answers a take with every descriptor, is answered too: the others are
+// closed here).
+func TakeNamed(st Store, name string) (int, bool, error) {
+	var got map[string]int
+	if h, ok := st.(*Holder); ok {
+		msgs, fds, err := h.call(holderMsg{Op: "take", Name: name}, nil)
+		if err != nil {
+			return -1, false, err
+		}
+		got = map[string]int{}
+		for i, m := range msgs {
+			if len(fds[i]) == 1 && m.Name == name {
+				got[name] = fds[i][0]
+			} else {
+				closeAll(fds[i])
+			}
+		}
+	} else {
+		var err error
+		if got, err = st.Take(); err != nil {
+			return -1, false, err
+		}
+	}
+	fd, ok := got[name]
+	delete(got, name)
+	closeAll(mapValues(got))
+	if !ok {
+		return -1, false, nil
+	}
+	return fd, true, nil
+}
+
 // Ping returns the holder's pid, or an error when none answers at Socket.
 func (h *Holder) Ping() (int, error) {
 	msgs, _, err := h.call(holderMsg{Op: "ping"}, nil)
@@ -316,6 +352,9 @@ func RunHolder(socket string, ready func()) error {
 				case "take":
 					mu.Lock()
 					werr := held.each(func(n string, fd int) error {
+						if m.Name != "" && n != m.Name {
+							return nil // a take of one name
+						}
 						return sendMsg(c, holderMsg{Op: "entry", Name: n}, []int{fd})
 					})
 					mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,7 +62,9 @@ after the daemon). After a crash (kill -9, OOM) the next start serves the
 kept connections on: processes in the mounts see a pause, never an error.
 Starting a second daemon on the same state directory takes over from the
 running one (an upgrade): the running one stops at a request boundary and
-exits 0, the new one serves on (--takeover=false refuses instead).
+exits 0 once the new one is ready, the new one serves on; if the new one
+fails before it serves, the running one serves on (--takeover=false
+refuses instead).
 
 --metrics-address HOST:PORT or unix:///PATH (mode 0600) also serves GET
 /metrics (the metrics of GET /v1/metrics) there, without the socket's peer
@@ -71,8 +74,9 @@ A refused start (a live socket, a state directory in use, a bad path)
 leaves no directory or file behind.
 
 SIGTERM: stop accepting, finish the requests in flight, detach: the sessions'
-connections stay kept for the next start (without keeping: unmount every
-session). SIGINT is the full stop: unmount every session (records stay, so
+connections, their jails and the API socket stay kept for the next start
+(clients that connect meanwhile wait in the socket's backlog; without
+keeping: unmount every session). SIGINT is the full stop: unmount every session (records stay, so
 the next start mounts them again), end the holder and remove the mount base
 when empty (the default one, or one this start made). Either removes the
 socket and exits 0.
@@ -140,8 +144,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	cfg := mounts.Config{StateDir: stateDir, MountBase: mountBase, Logger: logger,
 		Hidden: []string{socket}, Takeover: f.takeover, FuseTransport: mode, // the socket: hidden from every host view
 		OwnMountBase: ownBase,
-		// The jails of a daemon that dies are ended by the reaper, the
-		// next daemon or none coming (mounts/jailreaper.go).
+		// Without a store, the jails of a daemon that dies are ended by
+		// the reaper (mounts/jailreaper.go); with one they run on with
+		// their kept views for the next daemon (mounts/jailkeep.go).
 		JailReaper: func() (*mounts.JailReaper, error) {
 			return mounts.StartJailReaper("/proc/self/exe", []string{selfPath(), "jail-reaper"})
 		}}
@@ -156,10 +161,26 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return serveInputErr(err)
 	}
-	l, err := mounts.Listen(socket)
-	if err != nil {
-		m.Abandon() // a refused start leaves nothing behind
-		return serveInputErr(err)
+	// The socket a previous daemon kept (a takeover, a crash): clients
+	// that connected meanwhile wait in its backlog (mounts/listenkeep.go).
+	var l *net.UnixListener
+	if cfg.Store != nil {
+		if l, err = mounts.TakeListener(cfg.Store, socket); err != nil {
+			logger.Debug("no kept API socket", "err", err)
+		} else if l != nil {
+			logger.Info("serving on the API socket the previous daemon kept", "socket", socket)
+		}
+	}
+	// removeSocket says whether the socket file goes at the end: one this
+	// start made, when it fails before serving; at the end unless it
+	// stays for the next daemon (detached with the listener kept).
+	removeSocket, listenerKept := false, false
+	if l == nil {
+		if l, err = mounts.Listen(socket); err != nil {
+			m.Abandon() // a refused start leaves nothing behind
+			return serveInputErr(err)
+		}
+		removeSocket = true
 	}
 	// Removed at the end only while it is still this daemon's: a successor
 	// that took over may have made its own there already.
@@ -167,7 +188,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	syscall.Stat(socket, &sockSt)
 	defer func() {
 		var now syscall.Stat_t
-		if syscall.Stat(socket, &now) == nil && now.Ino == sockSt.Ino && now.Dev == sockSt.Dev {
+		if removeSocket && syscall.Stat(socket, &now) == nil && now.Ino == sockSt.Ino && now.Dev == sockSt.Dev {
 			os.Remove(socket)
 		}
 	}()
@@ -183,36 +204,98 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		m.Abandon()
 		return err
 	}
-	defer stopMetrics()
-
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
-	fullStop := false
-	go func() {
-		select {
-		case sig := <-sigs:
-			fullStop = sig == syscall.SIGINT
-			logger.Info("stopping", "signal", sig.String(), "full_stop", fullStop || cfg.Store == nil)
-			cancel()
-		case <-ctx.Done():
+	defer func() { stopMetrics() }()
+	if cfg.Store != nil {
+		if err := mounts.KeepListener(cfg.Store, l, socket); err != nil {
+			logger.Warn("API socket not kept: clients get ECONNREFUSED while no daemon runs", "err", err)
+		} else {
+			listenerKept = true
 		}
-	}()
+	}
 
+	// Everything that can fail is done: a predecessor waiting for this
+	// start to serve (a takeover) exits now, and one whose successor
+	// failed before this point serves on (mounts/handover.go).
+	m.CommitTakeover()
+	wake := make(chan os.Signal, 1)
+	signal.Notify(wake, syscall.SIGUSR1)
+	defer signal.Stop(wake)
+
+	fullStop := false
+	// serving returns a context for one round of serving, cancelled at
+	// the first stop signal.
+	serving := func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(cmd.Context())
+		go func() {
+			select {
+			case sig := <-sigs:
+				fullStop = sig == syscall.SIGINT
+				logger.Info("stopping", "signal", sig.String(), "full_stop", fullStop || cfg.Store == nil)
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		return ctx, cancel
+	}
+	ctx, cancel := serving()
+	defer func() { cancel() }()
 	if err := m.Recover(ctx); err != nil {
 		logger.Error("recover", "err", err)
 	}
+	// A stop during Recover leaves sessions it did not reach to the next
+	// daemon: no handover that could resume without them.
+	recovered := ctx.Err() == nil
 	logger.Info("serving", "socket", socket, "state_dir", m.StateDir(), "mount_base", m.MountBase(), "sessions", m.Len())
-	serveErr := api.Serve(ctx, l)
-	l.Close()
-	var closeErr error
-	if fullStop || cfg.Store == nil {
-		closeErr = m.Close(context.Background())
-		if h, ok := cfg.Store.(*transport.Holder); ok && closeErr == nil {
-			// Nothing is kept any more: the holder has no work left.
-			h.Exit()
+	var serveErr, closeErr error
+	for {
+		serveErr = api.Serve(ctx, l)
+		l.Close()
+		removeSocket = true
+		if fullStop || cfg.Store == nil {
+			closeErr = m.Close(context.Background())
+			if cfg.Store != nil {
+				mounts.ForgetListener(cfg.Store)
+			}
+			if h, ok := cfg.Store.(*transport.Holder); ok && closeErr == nil {
+				// Nothing is kept any more: the holder has no work left.
+				h.Exit()
+			}
+			break
 		}
-	} else {
-		closeErr = m.Detach(context.Background())
+		if !recovered || serveErr != nil && !errors.Is(serveErr, context.Canceled) {
+			closeErr = m.Detach(context.Background())
+			removeSocket = closeErr != nil || !listenerKept
+			break
+		}
+		// A successor may bind the metrics address meanwhile.
+		stopMetrics()
+		stopMetrics = func() {}
+		done, err := m.Handover(wake)
+		if done {
+			closeErr = err
+			removeSocket = closeErr != nil || !listenerKept
+			break
+		}
+		// The successor failed before it served: serve on, on the same
+		// socket (kept in the store; a client that connected meanwhile
+		// waits in its backlog).
+		if l, err = mounts.TakeListener(cfg.Store, socket); l == nil {
+			logger.Info("resume: a new API socket", "socket", socket, "why", err)
+			if l, err = mounts.Listen(socket); err != nil {
+				closeErr = errors.Join(fmt.Errorf("resume: %w", err), m.Detach(context.Background()))
+				break
+			}
+			if err := mounts.KeepListener(cfg.Store, l, socket); err != nil {
+				logger.Warn("API socket not kept: clients get ECONNREFUSED while no daemon runs", "err", err)
+			}
+		}
+		if stopMetrics, err = ml.serve(mounts.MetricsHandler(api.Metrics), logger); err != nil {
+			logger.Warn("resume: metrics not served", "err", err)
+			stopMetrics = func() {}
+		}
+		cancel()
+		ctx, cancel = serving()
+		logger.Info("serving again", "socket", socket, "sessions", m.Len())
 	}
 	if serveErr != nil && !errors.Is(serveErr, context.Canceled) {
 		return fmt.Errorf("serve %s: %w", socket, serveErr)

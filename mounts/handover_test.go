@@ -1,0 +1,105 @@
+package mounts_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wsfs/wsfs/mounts/api"
+)
+
+// TestTakeoverFailedOldResumes: a successor that fails after it asked the
+// running daemon to stop but before it serves (here its metrics address is
+// taken) leaves the running daemon serving: it stopped at a request
+// boundary and waited, suspended, for the successor to commit; at the
+// successor's exit it takes its lock back and serves on. A process
+// appending through the mount all along loses no write and sees no error,
+// the API answers (a request sent meanwhile waits in the socket's
+// backlog), and a later successor that does not fail takes over.
+func TestTakeoverFailedOldResumes(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f")
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := t.TempDir()
+	app := exec.Command("sh", "-c", appendLoop)
+	app.Env = append(os.Environ(), "MNT="+s.Mountpoint, "CTL="+ctl)
+	var appOut strings.Builder
+	app.Stdout, app.Stderr = &appOut, &appOut
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Process.Kill(); app.Wait() })
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	for i := range 2 {
+		out, err := exec.Command(wsfsBin, "serve", "--socket", d.socket, "--state-dir", d.stateDir, "--mount-base", d.mountBase,
+			"--metrics-address", addr).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), fmt.Sprintf("--metrics-address %q", addr)) {
+			t.Fatalf("successor %d with its metrics address taken: %v, want exit 2 naming --metrics-address %q:\n%s", i, err, addr, out)
+		}
+		if !strings.Contains(string(out), "taking over from the running daemon") {
+			t.Fatalf("successor %d failed before it took over; the test needs it to fail after:\n%s", i, out)
+		}
+		// Answered once the daemon serves again.
+		if ss, err := d.c.List(ctx); err != nil || len(ss) != 1 || ss[0].ID != "s1" {
+			t.Fatalf("list after failed successor %d: %v %v, want s1", i, ss, err)
+		}
+		if got, want := strings.Count(d.logText(), `msg="the successor exited before it served: serving on"`), i+1; got != want {
+			t.Fatalf("the daemon resumed %d times after %d failed successors:\n%s", got, i+1, d.logText())
+		}
+	}
+	select {
+	case <-d.done:
+		t.Fatalf("the daemon exited after a failed takeover:\n%s", d.logText())
+	default:
+	}
+	if got := readFile(t, filepath.Join(s.Mountpoint, "f")); got != "f" {
+		t.Errorf("f through the mount after the failed takeovers: %q, want f", got)
+	}
+
+	// A successor that does not fail takes over: the old one exits 0.
+	d2 := startDaemonAt(t, dir, d.stateDir, d.mountBase)
+	d.waitExit(t)
+	if err := d.cmd.Wait(); err != nil && !strings.Contains(err.Error(), "already") {
+		t.Errorf("the daemon taken over from: %v, want exit 0", err)
+	}
+	if d.cmd.ProcessState.ExitCode() != 0 {
+		t.Errorf("the daemon taken over from exited %d, want 0:\n%s", d.cmd.ProcessState.ExitCode(), d.logText())
+	}
+	if !strings.Contains(d2.logText(), `msg="takeover committed: the previous daemon has exited"`) {
+		t.Errorf("the successor did not commit:\n%s", d2.logText())
+	}
+	if err := os.WriteFile(filepath.Join(ctl, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Wait(); err != nil {
+		t.Fatalf("appender: %v\n%s", err, appOut.String())
+	}
+	k, _ := strconv.Atoi(strings.TrimSpace(appOut.String()))
+	if data, err := os.ReadFile(filepath.Join(root, "appended")); err != nil || !slices.Equal(strings.Fields(string(data)), counting(k)) {
+		t.Fatalf("appended: %d writes acknowledged, the file on disk differs (%v)", k, err)
+	}
+	if k == 0 {
+		t.Errorf("appended: no write acknowledged")
+	}
+}

@@ -1,0 +1,140 @@
+package mounts_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/mounts/api"
+)
+
+// lockHelper is the child side of TestLocksOutliveDaemon. lockhold takes
+// a flock(2) exclusive lock on path and a POSIX write lock (fcntl(2)
+// F_SETLK) on its bytes 0-9 through two descriptors, prints "ready" and
+// holds them until stdin closes. locktry tries both without waiting on
+// fresh descriptors and prints "flock=<errno|ok> posix=<errno|ok>".
+func lockHelper(action, path string) int {
+	res := func(err error) string {
+		if err == nil {
+			return "ok"
+		}
+		if e, ok := err.(unix.Errno); ok {
+			return unix.ErrnoName(e)
+		}
+		return err.Error()
+	}
+	var out []string
+	for _, kind := range []string{"flock", "posix"} {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fmt.Println("open:", res(err))
+			return 1
+		}
+		if kind == "flock" {
+			err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		} else {
+			err = unix.FcntlFlock(uintptr(fd), unix.F_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 10})
+		}
+		out = append(out, kind+"="+res(err))
+		if action == "locktry" {
+			unix.Close(fd) // releases what it got
+		}
+	}
+	if action == "locktry" {
+		fmt.Println(strings.Join(out, " "))
+		return 0
+	}
+	if strings.Join(out, " ") != "flock=ok posix=ok" {
+		fmt.Println(strings.Join(out, " "))
+		return 1
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	return 0
+}
+
+// TestLocksOutliveDaemon: locks taken through the mount (flock and POSIX
+// byte-range locks) are held across a kill -9 and restart and across a
+// takeover: another process, through the mount or on the host's file,
+// still cannot take them (EAGAIN), and once their holder exits it can.
+// (They used to belong to the dead daemon's descriptors and be free at
+// once.)
+func TestLocksOutliveDaemon(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f")
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	try := func(path string) string {
+		t.Helper()
+		cmd := exec.Command(self, path)
+		cmd.Env = append(os.Environ(), helperEnv+"=locktry")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("locktry %s: %v\n%s", path, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	f := filepath.Join(s.Mountpoint, "f")
+	holder := exec.Command(self, f)
+	holder.Env = append(os.Environ(), helperEnv+"=lockhold")
+	in, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); holder.Process.Kill(); holder.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("lock holder: %q %v", line, err)
+	}
+	const held = "flock=EAGAIN posix=EAGAIN"
+	if got := try(f); got != held {
+		t.Fatalf("locks through the mount while held: %q, want %q", got, held)
+	}
+	for _, restart := range []struct {
+		name string
+		stop func(*daemon)
+	}{
+		{"kill -9", func(d *daemon) { d.kill(); d.waitExit(t) }},
+		{"takeover", func(*daemon) {}},
+	} {
+		restart.stop(d)
+		d = startDaemonAt(t, dir, d.stateDir, d.mountBase)
+		for _, p := range []string{f, filepath.Join(root, "f")} {
+			if got := try(p); got != held {
+				t.Errorf("after %s: locks on %s: %q, want %q", restart.name, p, got, held)
+			}
+		}
+		if strings.Contains(d.logText(), "kept lock not set again") {
+			t.Errorf("after %s: a lock was not set again:\n%s", restart.name, d.logText())
+		}
+	}
+	in.Close()
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("lock holder: %v", err)
+	}
+	if got := try(f); got != "flock=ok posix=ok" {
+		t.Errorf("locks after their holder exited: %q, want flock=ok posix=ok", got)
+	}
+}
