@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/fusefs"
+	"github.com/wsfs/wsfs/transport"
 )
 
 // A daemon killed while one of its threads waits on its own mount (go-fuse
@@ -27,8 +28,6 @@ import (
 // for mounts this state directory records, and only when no live daemon can
 // be serving them.
 
-// fusectlDir is where the fusectl file system lists FUSE connections.
-const fusectlDir = "/sys/fs/fuse/connections"
 
 // lockWait bounds how long New waits for a dying daemon to release the
 // state directory's lock after its connections were aborted: generous, since
@@ -69,18 +68,8 @@ func abortConnection(dev string) error {
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("device %q: not MAJOR:MINOR", dev)
 	}
-	if ents, err := os.ReadDir(fusectlDir); err == nil && len(ents) == 0 {
-		// Not mounted: mount it for this write only, leaving the host as
-		// it was.
-		if err := unix.Mount("fusectl", fusectlDir, "fusectl", 0, ""); err == nil {
-			defer unix.Unmount(fusectlDir, unix.MNT_DETACH)
-		} else if !errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("mount fusectl on %s: %w", fusectlDir, err)
-		}
-	}
 	// The kernel names a connection by its dev_t: major << 20 | minor.
-	id := major<<20 | minor
-	return os.WriteFile(filepath.Join(fusectlDir, strconv.FormatUint(id, 10), "abort"), []byte("1"), 0)
+	return transport.AbortConnection(strconv.FormatUint(major<<20|minor, 10))
 }
 
 // lockHolder returns the pid holding an flock on the file at path, from

@@ -201,12 +201,22 @@ func connName(mountpoint string) string {
 	return strconv.FormatUint(uint64(stx.Dev_major)<<20|uint64(stx.Dev_minor), 10)
 }
 
-// endConn aborts the connection through fusectl (mounted for the call
-// when it is not mounted).
+// endConn aborts the connection through fusectl (AbortConnection).
 func (u *URing) endConn() error {
 	if u.conn == "" {
 		return errors.New("the connection's fusectl name is unknown (no mount point at Start)")
 	}
+	return AbortConnection(u.conn)
+}
+
+// AbortConnection aborts the FUSE connection named name in fusectl(5)
+// (its device number as the kernel encodes it, major << 20 | minor, in
+// decimal) by writing its abort file, mounting fusectl on
+// /sys/fs/fuse/connections for the call when it is not mounted (the host
+// is left as it was). Every request waiting on the connection then ends
+// with ECONNABORTED, and later ones get ENOTCONN (fs/fuse/control.c,
+// fuse_conn_abort_write). Errors: those of mount(2) and of the write.
+func AbortConnection(name string) error {
 	if ents, err := os.ReadDir(fusectlDir); err == nil && len(ents) == 0 {
 		if err := unix.Mount("fusectl", fusectlDir, "fusectl", 0, ""); err == nil {
 			defer unix.Unmount(fusectlDir, unix.MNT_DETACH)
@@ -214,5 +224,5 @@ func (u *URing) endConn() error {
 			return fmt.Errorf("mount fusectl on %s: %w", fusectlDir, err)
 		}
 	}
-	return os.WriteFile(filepath.Join(fusectlDir, u.conn, "abort"), []byte("1"), 0)
+	return os.WriteFile(filepath.Join(fusectlDir, name, "abort"), []byte("1"), 0)
 }
