@@ -115,7 +115,9 @@ func detachHiddenSources(keep, hidden []string) error {
 		return slices.ContainsFunc(hidden, func(h string) bool { return identity.Within(p, h) })
 	}
 	for _, m := range ms {
-		if kept[m.ID] || m.Point == "/" || inHidden(m.Point) {
+		// Never the host's /proc or /dev: bwrap uses them before it
+		// mounts the jail's own there (JailOwn).
+		if kept[m.ID] || m.Point == "/" || inHidden(m.Point) || JailOwn(m.Point) {
 			continue
 		}
 		for _, o := range ms {

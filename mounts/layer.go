@@ -136,6 +136,8 @@ func OpenLayer(dir, lower string) (*Layer, error) {
 	if err := l.mount(); err != nil {
 		return nil, err
 	}
+	// What a commit or discard of a daemon that crashed left.
+	l.cleanStages()
 	if err := l.loadBaseline(); err != nil {
 		l.Close()
 		return nil, err

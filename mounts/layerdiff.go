@@ -655,6 +655,12 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, l.Merged(), identity.ErrnoText(err))
 	}
 	defer unix.Close(merged)
+	sl, err := l.openStages(stageProject)
+	if err != nil {
+		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
+	}
+	// endStages at the end, not deferred: a verb stopped midway leaves
+	// its stages to the next verb or a recovery, as a crash does.
 	renamedTo := map[string]string{} // a renamed directory's origin → its path
 	for _, c := range changes {
 		if c.Kind == ChangeRenamed {
@@ -693,7 +699,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 				moved[c.From] = true
 			}
 		} else {
-			err = l.apply(proj, merged, c, deleted[c.Path])
+			err = l.apply(proj, merged, sl, c, deleted[c.Path])
 		}
 		if err == nil && c.Type == "dir" {
 			err = l.clearOpaque(c.Path)
@@ -726,6 +732,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 		l.reset(c.Path, false)
 		res.Applied = append(res.Applied, c.Path)
 	}
+	l.endStages(sl)
 	return res, nil
 }
 
@@ -789,7 +796,7 @@ func skippedBy(p string, skipped []string) string {
 // apply makes the project (proj) hold at c.Path what the session sees
 // (merged); old, when not zero, is the project's object there the diff
 // saw, the only one it removes.
-func (l *Layer) apply(proj, merged int, c api.Change, old objID) error {
+func (l *Layer) apply(proj, merged int, sl *stageLog, c api.Change, old objID) error {
 	switch c.Kind {
 	case ChangeDeleted:
 		return removeAllAt(proj, c.Path, old)
@@ -797,11 +804,11 @@ func (l *Layer) apply(proj, merged int, c api.Change, old objID) error {
 		if !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
 			return metaAt(merged, proj, c.Path, old)
 		}
-		return putAt(merged, proj, c.Path, false, c.Type, old)
+		return putAt(merged, proj, sl, c.Path, false, c.Type, old)
 	case ChangeRenamed:
-		return putAt(merged, proj, c.Path, true, c.Type, old)
+		return putAt(merged, proj, sl, c.Path, true, c.Type, old)
 	}
-	return putAt(merged, proj, c.Path, false, c.Type, old)
+	return putAt(merged, proj, sl, c.Path, false, c.Type, old)
 }
 
 // Discard undoes the changes under paths in the layer, through the
@@ -825,6 +832,12 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, l.Merged(), identity.ErrnoText(err))
 	}
 	defer unix.Close(merged)
+	sl, err := l.openStages(stageMerged)
+	if err != nil {
+		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
+	}
+	// endStages at the end, not deferred: a verb stopped midway leaves
+	// its stages to the next verb or a recovery, as a crash does.
 	// What lies below a directory that is removed or replaced whole (added,
 	// renamed, of another type) goes with it.
 	var whole []string
@@ -852,7 +865,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 			err = metaAt(proj, merged, c.Path, objID{})
 		default:
 			if err = removeAllAt(merged, c.Path, objID{}); err == nil {
-				err = putAt(proj, merged, c.Path, true, "", objID{})
+				err = putAt(proj, merged, sl, c.Path, true, "", objID{})
 			}
 		}
 		if err != nil {
@@ -863,6 +876,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 		res.Applied = append(res.Applied, c.Path)
 	}
 	slices.Reverse(res.Applied)
+	l.endStages(sl)
 	return res, nil
 }
 

@@ -12,7 +12,9 @@ package mounts
 // as an O_TMPFILE and given its attributes before it has a name; it, and
 // any other new object, reaches its place by a rename from a private
 // directory (root's, mode 0700) beside the target, so nothing a session
-// can rename or replace is ever changed by name.
+// can rename or replace is ever changed by name. The private directories
+// are journaled (layerstage.go): one renamed within its directory, or left
+// by a crash, is found again and removed.
 
 import (
 	"errors"
@@ -139,22 +141,32 @@ func setMeta(sfd int, st *unix.Stat_t, dfd int) error {
 	return nil
 }
 
+// stageMade, when set (by tests), is called with each private directory
+// made, before it is used: a test renames it away there, or stops the
+// verb as a crash would.
+var stageMade func(pd int, name string)
+
 // stage is a private directory beside a target: made by the daemon (root)
 // with mode 0700 in the target's parent, so no session can write in it.
 type stage struct {
 	pd   int    // the parent directory (not owned)
-	name string // the stage's name in pd
+	name string // the stage's name in pd when made
 	fd   int    // the stage directory
+	log  *stageLog
 }
 
 // newStage makes a private directory in pd and opens it, checking that
 // what it opened is the directory it made (owned by the daemon, mode
 // 0700): a session may rename entries of pd, never write in such a
-// directory.
-func newStage(pd int) (*stage, error) {
+// directory. sl records it, before it is made and once it is open.
+func newStage(pd int, sl *stageLog) (*stage, error) {
 	for range 16 {
 		name := stagePrefix + randName()
+		if sl != nil {
+			sl.add(stageRec{N: name, T: sl.tree, D: sl.dir})
+		}
 		if err := unix.Mkdirat(pd, name, 0o700); err != nil {
+			sl.add(stageRec{N: name, Done: true})
 			if err == unix.EEXIST {
 				continue
 			}
@@ -171,27 +183,35 @@ func newStage(pd int) (*stage, error) {
 			unix.Unlinkat(pd, name, unix.AT_REMOVEDIR)
 			return nil, fmt.Errorf("open %s: %w", name, err)
 		}
-		s := &stage{pd: pd, name: name, fd: fd}
+		s := &stage{pd: pd, name: name, fd: fd, log: sl}
 		st, err := fstatFd(fd)
 		// The set-group-ID bit may come from pd; the rest must be ours.
 		if err != nil || int(st.Uid) != os.Geteuid() || st.Mode&0o5777 != 0o700 {
 			unix.Close(fd)
 			return nil, errStageLost
 		}
+		if sl != nil {
+			r := stageRec{N: name, Dev: st.Dev, Ino: st.Ino}
+			if h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
+				r.HT, r.H = h.Type(), h.Bytes()
+			}
+			sl.add(r)
+		}
+		if stageMade != nil {
+			stageMade(pd, name)
+		}
 		return s, nil
 	}
 	return nil, errors.New("no free private directory name")
 }
 
-// close removes what is left in the stage and the stage itself (only
-// while pd's entry is still the stage: a session may have renamed it),
-// and closes it.
+// close removes what is left in the stage and the stage itself, by
+// whatever name it has in pd now (a session may have renamed it there:
+// found by its identity), and closes it. One it could not remove stays in
+// the journal for the verb's end (endStages).
 func (s *stage) close() {
-	unix.Unlinkat(s.fd, "o", 0)
-	unix.Unlinkat(s.fd, "o", unix.AT_REMOVEDIR)
-	var a, b unix.Stat_t
-	if unix.Fstat(s.fd, &a) == nil && unix.Fstatat(s.pd, s.name, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && a.Dev == b.Dev && a.Ino == b.Ino {
-		unix.Unlinkat(s.pd, s.name, unix.AT_REMOVEDIR)
+	if removeStage(s.pd, s.fd, s.name) {
+		s.log.add(stageRec{N: s.name, Done: true})
 	}
 	unix.Close(s.fd)
 }
@@ -205,7 +225,8 @@ func (s *stage) close() {
 // descriptor; with tree the directory's whole content is copied too.
 // want, when not "", is the type (typeName) src's object must have; was,
 // when not zero, the only directory at rel it removes.
-func putAt(src, dst int, rel string, tree bool, want string, was objID) error {
+// sl, when not nil, journals the private directories made.
+func putAt(src, dst int, sl *stageLog, rel string, tree bool, want string, was objID) error {
 	sfd, err := openAt(src, rel, unix.O_PATH|unix.O_NOFOLLOW)
 	if err != nil {
 		return err
@@ -244,7 +265,7 @@ func putAt(src, dst int, rel string, tree bool, want string, was objID) error {
 			if err != nil {
 				return err
 			}
-		} else if err := makeIn(pd, name, sfd, &st, unix.RENAME_NOREPLACE); err != nil {
+		} else if err := makeIn(sl.in(filepath.Dir(rel)), pd, name, sfd, &st, unix.RENAME_NOREPLACE); err != nil {
 			return err
 		}
 		if !tree {
@@ -255,7 +276,7 @@ func putAt(src, dst int, rel string, tree bool, want string, was objID) error {
 			return err
 		}
 		for _, n := range names {
-			if err := putAt(src, dst, relJoin(rel, n), true, "", objID{}); err != nil {
+			if err := putAt(src, dst, sl, relJoin(rel, n), true, "", objID{}); err != nil {
 				return err
 			}
 		}
@@ -266,7 +287,7 @@ func putAt(src, dst int, rel string, tree bool, want string, was objID) error {
 			return err
 		}
 	}
-	return makeIn(pd, name, sfd, &st, 0)
+	return makeIn(sl.in(filepath.Dir(rel)), pd, name, sfd, &st, 0)
 }
 
 // errStageLost is the error of a private directory a session renamed,
@@ -283,8 +304,8 @@ const stageTries = 8
 // name a session could reach. A regular file is written as an O_TMPFILE
 // in pd and linked into a private directory in pd only to be renamed from
 // there; another object is made in the private directory. Nothing is left
-// behind on failure.
-func makeIn(pd int, name string, sfd int, st *unix.Stat_t, flags uint) error {
+// behind on failure. sl journals the private directories.
+func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags uint) error {
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		ofd, err := tmpCopy(pd, sfd)
 		if err == nil {
@@ -292,7 +313,7 @@ func makeIn(pd int, name string, sfd int, st *unix.Stat_t, flags uint) error {
 			if err := setMeta(sfd, st, ofd); err != nil {
 				return err
 			}
-			return inStage(pd, func(s *stage) error {
+			return inStage(pd, sl, func(s *stage) error {
 				if err := unix.Linkat(ofd, "", s.fd, "o", unix.AT_EMPTY_PATH); err != nil {
 					if err == unix.ENOENT {
 						return errStageLost // removed under us
@@ -306,7 +327,7 @@ func makeIn(pd int, name string, sfd int, st *unix.Stat_t, flags uint) error {
 			return err
 		}
 	}
-	return inStage(pd, func(s *stage) error {
+	return inStage(pd, sl, func(s *stage) error {
 		ofd, err := makeObject(s.fd, sfd, st)
 		if err == unix.ENOENT {
 			return errStageLost
@@ -322,14 +343,14 @@ func makeIn(pd int, name string, sfd int, st *unix.Stat_t, flags uint) error {
 	})
 }
 
-// inStage runs f with a new private directory in pd, removed after it,
-// again with a new one while f or the directory's making reports
-// errStageLost.
-func inStage(pd int, f func(*stage) error) error {
+// inStage runs f with a new private directory in pd (journaled in sl),
+// removed after it, again with a new one while f or the directory's making
+// reports errStageLost.
+func inStage(pd int, sl *stageLog, f func(*stage) error) error {
 	var err error
 	for range stageTries {
 		var s *stage
-		if s, err = newStage(pd); err == nil {
+		if s, err = newStage(pd, sl); err == nil {
 			err = f(s)
 			s.close()
 		}
