@@ -28,7 +28,6 @@ import (
 // for mounts this state directory records, and only when no live daemon can
 // be serving them.
 
-
 // lockWait bounds how long New waits for a dying daemon to release the
 // state directory's lock after its connections were aborted: generous, since
 // the kernel closes a killed daemon's descriptors (one FUSE connection per
