@@ -317,31 +317,9 @@ func mountTable() []identity.Mount {
 
 // withAliases is Aliases for s: an alias in a view is left out (the
 // view's policy decides there, at the source), and one in a place the jail
-// mounts afresh (JailOwn).
+// mounts afresh (identity.JailOwn).
 func (s Spec) withAliases(hidden []string, table []identity.Mount) []string {
-	return identity.Aliases(hidden, table, func(p string) bool { return s.viewOf(p) >= 0 || JailOwn(p) })
-}
-
-// jailOwn are the places every jail mounts afresh (bwrap's --proc and
-// --dev).
-var jailOwn = []string{"/proc", "/dev"}
-
-// JailOwn reports whether p is at or inside a place every jail mounts
-// afresh: /proc (a proc of the jail's PID namespace) and /dev (a tmpfs
-// with the few devices a jail has). No other path's alias is hidden there
-// (identity.Aliases): the jail never shows the host's mount at such a
-// path, and bwrap uses the host's, in the namespace it starts from, before
-// it mounts its own (it reads /proc/sys/kernel/overflowuid, executes the
-// helper through /proc/self/fd/N, binds /dev/null): a bind mount of /proc
-// or /dev at another session's root (issue 23 F4) made every other jail
-// detach and cover /proc or /dev as that root's alias, and fail to start.
-func JailOwn(p string) bool {
-	for _, d := range jailOwn {
-		if identity.Within(p, d) {
-			return true
-		}
-	}
-	return false
+	return identity.Aliases(hidden, table, func(p string) bool { return s.viewOf(p) >= 0 || identity.JailOwn(p) })
 }
 
 // viewOf returns the index of the innermost view containing p, or -1.

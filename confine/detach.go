@@ -116,8 +116,8 @@ func detachHiddenSources(keep, hidden []string) error {
 	}
 	for _, m := range ms {
 		// Never the host's /proc or /dev: bwrap uses them before it
-		// mounts the jail's own there (JailOwn).
-		if kept[m.ID] || m.Point == "/" || inHidden(m.Point) || JailOwn(m.Point) {
+		// mounts the jail's own there (identity.JailOwn).
+		if kept[m.ID] || m.Point == "/" || inHidden(m.Point) || identity.JailOwn(m.Point) {
 			continue
 		}
 		for _, o := range ms {

@@ -120,3 +120,25 @@ func Aliases(hidden []string, table []Mount, skip func(string) bool) []string {
 	}
 	return out
 }
+
+// jailOwn are the places every jail mounts afresh (bwrap's --proc and
+// --dev).
+var jailOwn = []string{"/proc", "/dev"}
+
+// JailOwn reports whether p is at or inside a place every jail mounts
+// afresh: /proc (a proc of the jail's PID namespace) and /dev (a tmpfs
+// with the few devices a jail has). No other path's alias is hidden there
+// (Aliases): the jail never shows the host's mount at such a
+// path, and bwrap uses the host's, in the namespace it starts from, before
+// it mounts its own (it reads /proc/sys/kernel/overflowuid, executes the
+// helper through /proc/self/fd/N, binds /dev/null): a bind mount of /proc
+// or /dev at another session's root (issue 23 F4) made every other jail
+// detach and cover /proc or /dev as that root's alias, and fail to start.
+func JailOwn(p string) bool {
+	for _, d := range jailOwn {
+		if Within(p, d) {
+			return true
+		}
+	}
+	return false
+}

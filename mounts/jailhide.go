@@ -24,7 +24,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wsfs/wsfs/confine"
 	"github.com/wsfs/wsfs/identity"
 )
 
@@ -166,7 +165,7 @@ func coverIn(inner int, places []string) error {
 	// (the jail's /proc has a PID namespace of its own).
 	if pid, err := pidOfPidfd(inner); err == nil {
 		if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid)); err == nil {
-			places = identity.Aliases(places, identity.ParseMountinfo(string(data)), confine.JailOwn)
+			places = identity.Aliases(places, identity.ParseMountinfo(string(data)), identity.JailOwn)
 		}
 	}
 	// The daemon's namespace, to go back to: a locked thread whose
