@@ -9,11 +9,13 @@ package mounts
 //     running daemon SIGTERM (takeOver);
 //  2. the running daemon, seeing a live successor named, stops at a
 //     request boundary (every server suspended, its jails and watchers
-//     running on), writes its own pid as suspended and releases the
-//     state directory's lock, but stays (Handover);
+//     running on), writes its own pid to <state>/takeover.suspended and
+//     releases the state directory's lock, but stays (Handover);
 //  3. the successor, holding the lock, finishes everything that can fail
 //     (its socket, its metrics listener, the store) and then commits
-//     (CommitTakeover): committed is written, the predecessor is woken
+//     (CommitTakeover): <state>/takeover.committed is written (a file of
+//     its own: a successor started late rewrites takeover.json, never
+//     this), the predecessor is woken
 //     (SIGUSR1) and exits 0, and once it is gone (its readers no longer
 //     read requests) the successor serves (Recover);
 //  4. a successor that exits before it commits wakes the predecessor by
@@ -36,8 +38,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// handoverName is the handover file in the state directory.
-const handoverName = "takeover.json"
+// handoverName is the handover file in the state directory; commitName
+// is the successor's commit, a file of its own (holding its pid) so that a
+// late successor that names itself in handoverName meanwhile cannot undo
+// it.
+const (
+	handoverName = "takeover.json"
+	commitName   = "takeover.committed"
+	// suspendName holds the pid of the running daemon once it has
+	// stopped serving and let go of the lock, waiting for the commit or
+	// its successor's end; a file of its own for the same reason.
+	suspendName = "takeover.suspended"
+)
 
 // handover is the content of the handover file.
 type handover struct {
@@ -46,13 +58,6 @@ type handover struct {
 	// does not share.
 	Successor int    `json:"successor"`
 	Start     uint64 `json:"start"`
-	// Suspended is the pid of the running daemon once it has stopped
-	// serving and let go of the lock, waiting for Committed or the
-	// successor's end.
-	Suspended int `json:"suspended,omitempty"`
-	// Committed is set by the successor once nothing can make it fail
-	// before it serves.
-	Committed bool `json:"committed,omitempty"`
 }
 
 func readHandover(state string) (handover, bool) {
@@ -62,6 +67,23 @@ func readHandover(state string) (handover, bool) {
 		return handover{}, false
 	}
 	return h, true
+}
+
+// suspended returns the pid in suspendName, 0 when there is none.
+func suspended(state string) int {
+	data, err := os.ReadFile(filepath.Join(state, suspendName))
+	if err != nil {
+		return 0
+	}
+	var pid int
+	fmt.Sscan(string(data), &pid)
+	return pid
+}
+
+// committed reports whether a successor committed (commitName exists).
+func committed(state string) bool {
+	_, err := os.Lstat(filepath.Join(state, commitName))
+	return err == nil
 }
 
 func writeHandover(state string, h handover) error {
@@ -107,11 +129,13 @@ func (m *Manager) CommitTakeover() {
 		if h, ok := readHandover(m.stateDir); ok && h.Successor == os.Getpid() {
 			os.Remove(filepath.Join(m.stateDir, handoverName))
 		}
+		// Left by daemons that died in a handover: never to be read as
+		// this one's (a later pid may be theirs).
+		os.Remove(filepath.Join(m.stateDir, commitName))
+		os.Remove(filepath.Join(m.stateDir, suspendName))
 		return
 	}
-	h, _ := readHandover(m.stateDir)
-	h.Committed = true
-	if err := writeHandover(m.stateDir, h); err != nil {
+	if err := writeFileAtomic(m.stateDir, commitName, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o600); err != nil {
 		m.log.Warn("takeover: commit not written; the previous daemon is ended", "pid", p.pid, "err", err)
 	}
 	fd, err := unix.PidfdOpen(p.pid, 0)
@@ -132,7 +156,9 @@ func (m *Manager) CommitTakeover() {
 			pidfdWait(fd, time.Until(deadline))
 		}
 	}
-	os.Remove(filepath.Join(m.stateDir, handoverName))
+	for _, n := range []string{handoverName, commitName, suspendName} {
+		os.Remove(filepath.Join(m.stateDir, n))
+	}
 	m.log.Info("takeover committed: the previous daemon has exited", "pid", p.pid)
 }
 
@@ -158,6 +184,9 @@ func (m *Manager) Handover(wake <-chan os.Signal) (bool, error) {
 	if succ < 0 {
 		return true, m.Detach(context.Background())
 	}
+	// A commit left by a successor that died after it (the crash case)
+	// is not this handover's.
+	os.Remove(filepath.Join(m.stateDir, commitName))
 	srvs := m.servers()
 	late := 0
 	for _, srv := range srvs {
@@ -165,8 +194,7 @@ func (m *Manager) Handover(wake <-chan os.Signal) (bool, error) {
 			late++
 		}
 	}
-	h.Suspended = os.Getpid()
-	if err := writeHandover(m.stateDir, h); err != nil {
+	if err := writeFileAtomic(m.stateDir, suspendName, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o600); err != nil {
 		unix.Close(succ)
 		m.log.Warn("takeover: handover not written; detaching", "err", err)
 		return true, m.Detach(context.Background())
@@ -195,7 +223,7 @@ func (m *Manager) Handover(wake <-chan os.Signal) (bool, error) {
 	for {
 		select {
 		case <-wake:
-			if h, _ := readHandover(m.stateDir); !h.Committed {
+			if !committed(m.stateDir) {
 				continue
 			}
 			unix.Close(succ)
@@ -204,7 +232,7 @@ func (m *Manager) Handover(wake <-chan os.Signal) (bool, error) {
 		case <-exitc:
 		}
 		unix.Close(succ)
-		if h, _ := readHandover(m.stateDir); h.Committed {
+		if committed(m.stateDir) {
 			// Committed, then died: the crash case, the next start's.
 			return true, m.Detach(context.Background())
 		}
@@ -227,7 +255,9 @@ func (m *Manager) Handover(wake <-chan os.Signal) (bool, error) {
 	if m.lock.Truncate(0) == nil {
 		m.lock.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
 	}
-	os.Remove(filepath.Join(m.stateDir, handoverName))
+	for _, n := range []string{handoverName, commitName, suspendName} {
+		os.Remove(filepath.Join(m.stateDir, n))
+	}
 	for _, srv := range srvs {
 		if err := srv.Resume(); err != nil {
 			m.log.Warn("resume: FUSE_NOTIFY_RESEND", "mountpoint", srv.Mountpoint(), "err", err)

@@ -341,17 +341,9 @@ func takeOver(f *os.File, pid int, lockPath string, log *slog.Logger, pred **pre
 		if taken && finished(pid, started) {
 			return nil
 		}
-		if h, ok := readHandover(state); taken && pred != nil && ok && h.Suspended == pid {
+		if taken && pred != nil && suspended(state) == pid {
 			// Suspended, waiting for the commit of whoever holds the
-			// lock: this process, though another successor started at
-			// the same moment may be the one named (the file is the
-			// last writer's).
-			if h.Successor != os.Getpid() {
-				if self, err := procStart(os.Getpid()); err == nil {
-					h.Successor, h.Start = os.Getpid(), self
-					writeHandover(state, h)
-				}
-			}
+			// lock: this process.
 			*pred = &predecessor{pid: pid, start: started}
 			return nil
 		}
