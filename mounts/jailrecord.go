@@ -159,6 +159,7 @@ func (m *Manager) watchJailExit(j jail) {
 		if err := rc.Read(func(fd uintptr) bool { return exited(int(fd)) }); err != nil {
 			return
 		}
+		m.log.Info("jail exited", "session", j.rec.Session, "pid", j.pid)
 		m.forgetJail(j)
 	}()
 }
