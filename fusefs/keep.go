@@ -65,7 +65,18 @@ func (m *mount) keepNode(n *node, sa fs.StableAttr, p string) {
 		}
 		rec.Type, rec.Handle, rec.MountID = d.htype, d.handle, d.mountID
 	}
+	// A backing ID registered before the kernel was told of the node (a
+	// CREATE opens, and passes through, before its reply) was recorded
+	// before this record, where a successor's replay cannot give it to
+	// the node: recorded again after it. Under the backing's lock, so
+	// that a registration racing this is recorded after it either way.
+	b := &n.backing
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	st.AddNode(rec)
+	if b.id != 0 {
+		st.SetBacking(sa.Ino, b.id)
+	}
 }
 
 // keepCount records a change of the kernel's lookup count of node ino

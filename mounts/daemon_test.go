@@ -127,6 +127,23 @@ func runHelper(action, path string) int {
 	if action == "probe" {
 		return probeHelper(path)
 	}
+	if action == "createhold" {
+		// Create path through the mount, write "z" and hold it open
+		// until stdin closes.
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+		if err == nil {
+			if _, err = f.WriteString("z"); err == nil {
+				err = f.Sync()
+			}
+		}
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Println("ready")
+		io.Copy(io.Discard, os.Stdin)
+		return 0
+	}
 	if action == "lockhold" || action == "locktry" {
 		return lockHelper(action, path)
 	}
