@@ -127,6 +127,20 @@ func runHelper(action, path string) int {
 	if action == "probe" {
 		return probeHelper(path)
 	}
+	if action == "jailreq" {
+		// Send POST /v1/sessions/s1/jails to the socket at path and exit
+		// without waiting for the answer.
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			_, err = io.WriteString(c, "POST /v1/sessions/s1/jails HTTP/1.0\r\nHost: wsfs\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+		}
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Println("sent")
+		return 0
+	}
 	if action == "createhold" {
 		// Create path through the mount, write "z" and hold it open
 		// until stdin closes.

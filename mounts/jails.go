@@ -51,6 +51,16 @@ const jailEndTimeout = 5 * time.Second
 // Errors: ErrNotFound, ErrFailed, ErrInvalid (pid 0 or not a live
 // process), CodeInternal (the record cannot be written).
 func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
+	return m.AddJailPidfd(ctx, id, pid, -1)
+}
+
+// AddJailPidfd is AddJail with a pidfd on the process (pidfd >= 0; the
+// caller keeps it), such as the API's from the socket's SO_PEERPIDFD: it
+// names the very process that connected even when that one has exited
+// and another reuses its pid, which pid alone cannot (a request that
+// waited in the socket's backlog while no daemon ran). A process that
+// has exited is ErrInvalid (ESRCH).
+func (m *Manager) AddJailPidfd(ctx context.Context, id string, pid, pidfd int) error {
 	if pid <= 0 {
 		return errorf(CodeInvalid, "session %q: jail pid %d: must be a process id", id, pid)
 	}
@@ -70,7 +80,16 @@ func (m *Manager) AddJail(ctx context.Context, id string, pid int) error {
 	}
 	clear(s.jails[len(live):])
 	s.jails = live
-	fd, err := unix.PidfdOpen(pid, 0)
+	var fd int
+	if pidfd >= 0 {
+		fd, err = unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
+		if err == nil && exited(fd) {
+			unix.Close(fd)
+			err = unix.ESRCH
+		}
+	} else {
+		fd, err = unix.PidfdOpen(pid, 0)
+	}
 	if err != nil {
 		return errorf(CodeInvalid, "session %q: jail pid %d: %v", id, pid, identity.ErrnoText(err))
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -193,5 +194,71 @@ func TestCreatedFileHeldAcrossRestart(t *testing.T) {
 		if err := holder.Wait(); err != nil {
 			t.Errorf("%s: holder: %v", restart.name, err)
 		}
+	}
+}
+
+// TestJailRequestOfExitedCaller: a jail registration that waited in the
+// kept socket's backlog while no daemon ran, from a caller that exited
+// meanwhile, never registers the process that reuses the caller's pid
+// (issue 18 attack B2: it was recorded as a jail and SIGKILLed with the
+// session's jails later): the daemon takes the caller by its SO_PEERPIDFD
+// pidfd, which names the exited process.
+func TestJailRequestOfExitedCaller(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: root}); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.kill()
+	d.waitExit(t)
+	req := exec.Command(self, d.socket)
+	req.Env = append(os.Environ(), helperEnv+"=jailreq")
+	if out, err := req.CombinedOutput(); err != nil || string(out) != "sent\n" {
+		t.Fatalf("jail request while no daemon runs: %v %q", err, out)
+	}
+	caller := req.Process.Pid
+	// Another process under the caller's pid (ns_last_pid(5) makes the
+	// next fork take it; another fork on the machine may come first).
+	var other *exec.Cmd
+	for try := 0; try < 50 && other == nil; try++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(caller-1)), 0); err != nil {
+			t.Skipf("ns_last_pid: %v", err)
+		}
+		c := exec.Command("sleep", "600")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == caller {
+			other = c
+		} else {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}
+	if other == nil {
+		t.Skipf("no process got pid %d again in 50 tries (the machine forks too much)", caller)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	d = startDaemonAt(t, dir, d.stateDir, d.mountBase)
+	// Answered (the queued request first, then this one).
+	if _, err := d.c.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(d.logText(), fmt.Sprintf(`msg="jail started" session=s1 pid=%d`, caller)) {
+		t.Errorf("process %d (not the caller, which exited) registered as a jail:\n%s", caller, d.logText())
+	}
+	if got := entries(t, filepath.Join(d.stateDir, "jails")); len(got) != 0 {
+		t.Errorf("jail records: %v, want none", got)
+	}
+	d.stop()
+	if err := other.Process.Signal(unix.Signal(0)); err != nil {
+		t.Errorf("process %d after a full stop: %v, want it running", caller, err)
 	}
 }

@@ -157,6 +157,30 @@ type peerKey struct{}
 type peer struct {
 	cred *unix.Ucred
 	err  error
+	conn *net.UnixConn // for SO_PEERPIDFD (peerPidfd)
+}
+
+// soPeerPidfd is SO_PEERPIDFD (Linux 6.5+, include/uapi/asm-generic/socket.h).
+const soPeerPidfd = 77
+
+// peerPidfd returns a pidfd on the process that connected (SO_PEERPIDFD:
+// the kernel keeps a reference to that process, not its number), which
+// the caller closes; -1 when the kernel has none to give (before 6.5).
+func (p peer) peerPidfd() int {
+	if p.conn == nil {
+		return -1
+	}
+	raw, err := p.conn.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	raw.Control(func(s uintptr) {
+		if v, err := unix.GetsockoptInt(int(s), unix.SOL_SOCKET, soPeerPidfd); err == nil {
+			fd = v
+		}
+	})
+	return fd
 }
 
 // ConnContext records the peer credentials of a Unix socket connection
@@ -164,6 +188,7 @@ type peer struct {
 func (a *API) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	p := peer{err: errors.New("not a Unix socket connection")}
 	if uc, ok := c.(*net.UnixConn); ok {
+		p.conn = uc
 		raw, err := uc.SyscallConn()
 		if err == nil {
 			cerr := raw.Control(func(fd uintptr) {
@@ -628,8 +653,8 @@ func (a *API) patchPolicy(r *http.Request) (int, any, error) {
 	return http.StatusOK, apiSession(s), nil
 }
 
-// addJail registers the caller (its SO_PEERCRED pid) as a jail of the
-// session.
+// addJail registers the caller (its SO_PEERCRED pid, by its SO_PEERPIDFD
+// pidfd where the kernel has one) as a jail of the session.
 func (a *API) addJail(r *http.Request) (int, any, error) {
 	id, err := sessionID(r)
 	if err != nil {
@@ -639,7 +664,13 @@ func (a *API) addJail(r *http.Request) (int, any, error) {
 	if p.cred == nil {
 		return 0, nil, errorf(CodeInvalid, "session %q: jail: the caller's pid is unknown (peer credentials unavailable)", id)
 	}
-	if err := a.m.AddJail(r.Context(), id, int(p.cred.Pid)); err != nil {
+	// By pidfd when the kernel gives one: the pid alone may name another
+	// process by now (the caller exited while its request waited).
+	pidfd := p.peerPidfd()
+	if pidfd >= 0 {
+		defer unix.Close(pidfd)
+	}
+	if err := a.m.AddJailPidfd(r.Context(), id, int(p.cred.Pid), pidfd); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, api.Jail{Session: id, PID: int(p.cred.Pid)}, nil
