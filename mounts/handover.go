@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -227,7 +228,8 @@ func (m *Manager) Handover(wake <-chan os.Signal) (bool, error) {
 				continue
 			}
 			unix.Close(succ)
-			m.log.Info("the successor serves: detaching", "successor", h.Successor)
+			by, _ := os.ReadFile(filepath.Join(m.stateDir, commitName))
+			m.log.Info("the successor serves: detaching", "successor", strings.TrimSpace(string(by)))
 			return true, m.Detach(context.Background())
 		case <-exitc:
 		}
