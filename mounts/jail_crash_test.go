@@ -265,17 +265,7 @@ func killHolder(t *testing.T, stateDir string) {
 	if err != nil {
 		t.Fatalf("holder of %s: %v", stateDir, err)
 	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Fatalf("holder %d: %v", pid, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
-		t.Fatalf("kill the holder %d: %v", pid, err)
-	}
-	if !pidfdExited(fd, 10*time.Second) {
-		t.Fatalf("holder %d still runs 10s after SIGKILL", pid)
-	}
+	killWait(t, "the holder", pid)
 }
 
 // TestJailEndedWithDaemon: when a daemon that keeps no connections
@@ -349,17 +339,23 @@ func reaperPid(t *testing.T, d *daemon) int {
 // killReaper kills d's jail reaper and waits for it to exit.
 func killReaper(t *testing.T, d *daemon) {
 	t.Helper()
-	pid := reaperPid(t, d)
+	killWait(t, "the jail reaper", reaperPid(t, d))
+}
+
+// killWait kills process pid (what names it) with SIGKILL through a pidfd
+// and waits, up to 10 s, for it to exit.
+func killWait(t *testing.T, what string, pid int) {
+	t.Helper()
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		t.Fatalf("jail reaper %d: %v", pid, err)
+		t.Fatalf("%s %d: %v", what, pid, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
-		t.Fatalf("kill the jail reaper %d: %v", pid, err)
+		t.Fatalf("kill %s %d: %v", what, pid, err)
 	}
 	if !pidfdExited(fd, 10*time.Second) {
-		t.Fatalf("jail reaper %d still runs 10s after SIGKILL", pid)
+		t.Fatalf("%s %d still runs 10s after SIGKILL", what, pid)
 	}
 }
 

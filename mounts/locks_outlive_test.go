@@ -92,23 +92,7 @@ func TestLocksOutliveDaemon(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	f := filepath.Join(s.Mountpoint, "f")
-	holder := exec.Command(self, f)
-	holder.Env = append(os.Environ(), helperEnv+"=lockhold")
-	in, err := holder.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); holder.Process.Kill(); holder.Wait() })
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("lock holder: %q %v", line, err)
-	}
+	release := startHolding(t, "lockhold", f)
 	const held = "flock=EAGAIN posix=EAGAIN"
 	if got := try(f); got != held {
 		t.Fatalf("locks through the mount while held: %q, want %q", got, held)
@@ -131,8 +115,7 @@ func TestLocksOutliveDaemon(t *testing.T) {
 			t.Errorf("after %s: a lock was not set again:\n%s", restart.name, d.logText())
 		}
 	}
-	in.Close()
-	if err := holder.Wait(); err != nil {
+	if err := release(); err != nil {
 		t.Fatalf("lock holder: %v", err)
 	}
 	if got := try(f); got != "flock=ok posix=ok" {
@@ -156,10 +139,6 @@ func TestCreatedFileHeldAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, restart := range []struct {
 		name string
 		stop func(*daemon)
@@ -168,30 +147,13 @@ func TestCreatedFileHeldAcrossRestart(t *testing.T) {
 		{"takeover", func(*daemon) {}},
 	} {
 		f := filepath.Join(s.Mountpoint, "new-"+strings.ReplaceAll(restart.name, " ", ""))
-		holder := exec.Command(self, f)
-		holder.Env = append(os.Environ(), helperEnv+"=createhold")
-		in, err := holder.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := holder.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := holder.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { in.Close(); holder.Process.Kill(); holder.Wait() })
-		if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-			t.Fatalf("%s: create and hold %s: %q %v", restart.name, f, line, err)
-		}
+		release := startHolding(t, "createhold", f)
 		restart.stop(d)
 		d = startDaemonAt(t, dir, d.stateDir, d.mountBase)
 		if r := run(t, commandf("cat %s", f)); r.code != 0 || r.stdout != "z" {
 			t.Errorf("after %s: cat of a file created and held open before it: %+v, want z", restart.name, r)
 		}
-		in.Close()
-		if err := holder.Wait(); err != nil {
+		if err := release(); err != nil {
 			t.Errorf("%s: holder: %v", restart.name, err)
 		}
 	}
@@ -260,5 +222,37 @@ func TestJailRequestOfExitedCaller(t *testing.T) {
 	d.stop()
 	if err := other.Process.Signal(unix.Signal(0)); err != nil {
 		t.Errorf("process %d after a full stop: %v, want it running", caller, err)
+	}
+}
+
+// startHolding runs the test binary's helper action (lockhold,
+// createhold) on path, waits for its "ready" and returns the call that
+// lets it go (closes its stdin) and waits for its exit.
+func startHolding(t *testing.T, action, path string) (release func() error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command(self, path)
+	holder.Env = append(os.Environ(), helperEnv+"="+action)
+	in, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); holder.Process.Kill(); holder.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("%s %s: %q %v", action, path, line, err)
+	}
+	return func() error {
+		in.Close()
+		return holder.Wait()
 	}
 }
