@@ -25,9 +25,9 @@ import (
 // served on, and each jail is registered as AddJail registers it. A session
 // whose mount shows links as stored has no jail views: its jails bind the
 // session mount and host view. When a view the jails need was not kept or
-// cannot be served on, the jails are ended (dropJails) and false returned;
-// kept views with no jail left are ended too.
-func (m *Manager) adoptJails(s *session, js []jail) bool {
+// cannot be served on, the jails are ended (dropJails); kept views with no
+// jail left are ended too.
+func (m *Manager) adoptJails(s *session, js []jail) {
 	id := s.rec.ID
 	vc, hc := m.takeConn(m.jailViewOf(id)), m.takeConn(JailHostViewPath(m.mountBase, id))
 	var err error
@@ -54,16 +54,15 @@ func (m *Manager) adoptJails(s *session, js []jail) bool {
 			}
 		}
 		m.dropJails(id, js, false)
-		return false
+		return
 	}
 	for _, j := range js {
 		s.jails = append(s.jails, j)
 		m.watchJailExit(j)
+		// No reaper: only a daemon with a store adopts (jailkeep.go).
 		m.registerJail(id, j.pid, j.fd)
-		m.handToReaper(id, j.pid, j.fd)
 		m.log.Info("jail kept", "session", id, "pid", j.pid)
 	}
-	return true
 }
 
 // adoptJailViews serves s's kept jail view vc and host view twin hc on
