@@ -69,8 +69,11 @@ func TestBusyNamesWaitingHolder(t *testing.T) {
 		}
 	})
 
-	cat := exec.Command("cat", "stuck")
-	cat.Dir = mnt // its cwd holds the mount
+	// cat's cwd holds the mount. The cd is the shell's, after exec: never
+	// cmd.Dir = mnt, whose chdir between fork and exec deadlocks this
+	// serving process (see shAs in helpers_test.go).
+	cat := exec.Command("sh", "-c", "cd \"$1\" && exec cat stuck", "sh", mnt)
+	cat.Dir = "/"
 	if err := cat.Start(); err != nil {
 		t.Fatal(err)
 	}
