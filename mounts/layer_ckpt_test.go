@@ -105,6 +105,17 @@ func TestLayerCheckpointRollback(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(diff, diffC1) {
 		t.Fatalf("diff after rollback:\n got %+v %v\nwant %+v", diff, err, diffC1)
 	}
+	// The checkpoint's hard links are linked again.
+	var st1, st2 syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(merged, "keep2"), &st1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Lstat(filepath.Join(merged, "keep2-hard"), &st2); err != nil {
+		t.Fatal(err)
+	}
+	if st1.Ino != st2.Ino || st1.Nlink != 2 {
+		t.Fatalf("keep2 and keep2-hard after rollback: inodes %d and %d, %d links; want one inode of 2 links", st1.Ino, st2.Ino, st1.Nlink)
+	}
 	// What a process in the session sees is the checkpoint's too.
 	if r := d.exec(t, "ck", nil, "bash", "-c", "cat keep2 keep2-hard a-dir/f alink; ls dir4r; [ -e nb ] || echo no-nb"); r.stdout != "A\nA\na\nkeepsub\ny\nno-nb\n" {
 		t.Fatalf("the session after rollback: %+v", r)

@@ -684,6 +684,55 @@ type roller struct {
 	// now and then are the origins of the directories made or renamed
 	// in the merged overlay and in the checkpoint (originsOf).
 	now, then map[string]string
+	links     map[objID]string // a view object of several links → the path it was put at
+}
+
+// put copies the view's object at rel (vst) to the merged overlay
+// (putAt; with tree, a directory's whole tree), or, for a file of several
+// links in the view of which this rollback put another name already, links
+// that copy there, so that the checkpoint's hard links stay linked.
+func (r *roller) put(rel string, vst *unix.Stat_t, tree bool) error {
+	if vst.Mode&unix.S_IFMT == unix.S_IFDIR || vst.Nlink < 2 {
+		return putAt(r.view, r.merged, r.sl, rel, tree, "", objID{})
+	}
+	id := objID{vst.Dev, vst.Ino}
+	if first, ok := r.links[id]; ok {
+		if err := r.linkTo(first, rel); err == nil {
+			return nil
+		}
+	}
+	if err := putAt(r.view, r.merged, r.sl, rel, tree, "", objID{}); err != nil {
+		return err
+	}
+	if r.links == nil {
+		r.links = map[objID]string{}
+	}
+	r.links[id] = rel
+	return nil
+}
+
+// linkTo makes rel in the merged overlay a hard link of its object at
+// first: linked in a private directory beside rel and renamed over it.
+func (r *roller) linkTo(first, rel string) error {
+	fpd, fname, err := parentAt(r.merged, first)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fpd)
+	pd, name, err := parentAt(r.merged, rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pd)
+	return inStage(pd, r.sl.in(filepath.Dir(rel)), func(s *stage) error {
+		if err := unix.Linkat(fpd, fname, s.fd, "o", 0); err != nil {
+			if err == unix.ENOENT {
+				return errStageLost
+			}
+			return err
+		}
+		return unix.Renameat2(s.fd, "o", pd, name, 0)
+	})
 }
 
 // originsOf returns, per directory path that changes lists as made anew
@@ -841,7 +890,7 @@ func (r *roller) path(rel string, deep bool) bool {
 				return refuse(err)
 			}
 		}
-		if err := putAt(r.view, r.merged, r.sl, rel, true, "", objID{}); err != nil {
+		if err := r.put(rel, &vst, true); err != nil {
 			return refuse(err)
 		}
 		applied()
@@ -853,7 +902,7 @@ func (r *roller) path(rel string, deep bool) bool {
 	}
 	switch {
 	case content:
-		err = putAt(r.view, r.merged, r.sl, rel, false, "", objID{})
+		err = r.put(rel, &vst, false)
 	case meta:
 		err = metaAt(r.view, r.merged, rel, objID{})
 	}
