@@ -376,3 +376,42 @@ func cwdProbe() int {
 	fmt.Printf("getdents=%s open=%s creat=%s\n", res(gerr), res(oerr), res(cerr))
 	return 0
 }
+
+// A rollback drops the kernel caches of the session's jail view too (it
+// serves the same layer to the session's confined processes): a confined
+// process that read a file before the rollback reads the checkpoint's
+// content right after it, not what the kernel cached.
+func TestLayerRollbackJailView(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "jr", Root: root, Layer: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.exec(t, "jr", nil, "bash", "-c", "echo then > f"); r.code != 0 {
+		t.Fatal(r)
+	}
+	if _, err := d.c.Checkpoint(ctx, "jr", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	jailCat := func() result {
+		return d.exec(t, "jr", []string{"--confine"}, "bash", "-c", "cd "+root+" && cat f && ls")
+	}
+	if r := d.exec(t, "jr", []string{"--confine"}, "bash", "-c", "cd "+root+" && echo now > f && echo n > n"); r.code != 0 {
+		t.Fatal(r)
+	}
+	if r := jailCat(); r.stdout != "now\nf\nn\n" {
+		t.Fatalf("the jail before rollback: %+v", r)
+	}
+	if _, err := d.c.Rollback(ctx, "jr", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := jailCat(); r.code != 0 || r.stdout != "then\nf\n" {
+		t.Fatalf("the jail right after rollback: %+v, want the checkpoint's f alone", r)
+	}
+	if err := d.c.Remove(ctx, "jr", false); err != nil {
+		t.Fatal(err)
+	}
+}
