@@ -293,6 +293,11 @@ func (c *ckptCopier) copyEntry(spd int, name string, dpd int, dname, rel string)
 	return nil
 }
 
+// ckptCopied, when set (by tests), is called after each copy of a
+// checkpoint's file, before its source is looked at again: a test writes
+// the source there, as a session would meanwhile.
+var ckptCopied func(name string)
+
 // errVanished is copyFile's error for a file removed or retyped while it
 // was about to be copied.
 var errVanished = errors.New("gone while copied")
@@ -318,6 +323,9 @@ func (c *ckptCopier) copyFile(spd int, name string, dpd int, dname string) (unix
 		}
 		err = cloneInto(ofd, in)
 		unix.Close(ofd)
+		if ckptCopied != nil {
+			ckptCopied(name)
+		}
 		after, serr := fstatFd(int(in.Fd()))
 		in.Close()
 		if err != nil {
