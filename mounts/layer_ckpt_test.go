@@ -223,9 +223,9 @@ cat ` + filepath.Join(s.Mountpoint, "both")
 	}
 }
 
-// A checkpoint outlives kill -9 of the daemon: the next daemon lists it
-// and rolls back to it; one the killed daemon was making (its .tmp-*
-// directory) is gone.
+// A checkpoint outlives kill -9 of the daemon and a takeover: the next
+// daemons list it and roll back to it; one the killed daemon was making
+// (its .tmp-* directory) is gone; it goes with the session's layer.
 func TestLayerCheckpointRestart(t *testing.T) {
 	dir := newDaemonDir(t)
 	d := startDaemon(t, dir)
@@ -256,14 +256,20 @@ func TestLayerCheckpointRestart(t *testing.T) {
 	if c := list.Checkpoints[0]; c.Files == 0 || c.Bytes == 0 || c.Created.IsZero() {
 		t.Fatalf("checkpoint: %+v", c)
 	}
-	if _, err := d2.c.Rollback(ctx, "rs", "before"); err != nil {
+	// And a takeover: the next daemon rolls back to it.
+	d3 := startDaemon(t, dir)
+	d2.waitExit(t)
+	if _, err := d3.c.Rollback(ctx, "rs", "before"); err != nil {
 		t.Fatal(err)
 	}
 	if got := treeSnap(t, merged); !reflect.DeepEqual(got, atC1) {
 		t.Fatalf("the view after rollback differs from the checkpoint's:\n got %v\nwant %v", got, atC1)
 	}
-	if err := d2.c.Remove(ctx, "rs", false); err != nil {
+	if err := d3.c.Remove(ctx, "rs", false); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Lstat(s.Layer); !os.IsNotExist(err) {
+		t.Fatalf("the layer and its checkpoints after remove: %v", err)
 	}
 }
 

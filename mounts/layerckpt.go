@@ -794,8 +794,8 @@ func (r *roller) renames(then, cur []api.Change) {
 				src = c.From
 			}
 		}
-		if src == "" || identity.Within(c.Path, src) {
-			continue
+		if src == "" || identity.Within(c.Path, src) || identity.Within(src, c.Path) {
+			continue // nothing to rename, or one inside the other
 		}
 		if err := removeAllAt(r.merged, c.Path, objID{}); err != nil {
 			continue

@@ -124,7 +124,6 @@ func TestLayerCheckpointCopy(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, layerBaseline), []byte(base), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want := rawSnap(t, l.Upper())
 	writes := 0
 	ckptCopied = func(name string) {
 		if name == "a" && writes < 2 {
@@ -144,7 +143,7 @@ func TestLayerCheckpointCopy(t *testing.T) {
 	}
 	// What the source holds now (a rewritten twice; its times are the
 	// writes').
-	want = rawSnap(t, l.Upper())
+	want := rawSnap(t, l.Upper())
 	if got := rawSnap(t, filepath.Join(dir, layerCheckpoints, "c1", layerUpper)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the checkpoint's upper:\n got %v\nwant %v", got, want)
 	}
