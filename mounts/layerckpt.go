@@ -138,7 +138,7 @@ func (l *Layer) Checkpoint(name string) (api.Checkpoint, error) {
 // meta.json into tmp.
 func (l *Layer) fillCheckpoint(tmp, name string) (ckptMetaFile, error) {
 	meta := ckptMetaFile{Name: name, Created: time.Now().UTC().Truncate(time.Second)}
-	src, err := unix.Open(l.Upper(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	src, err := openNoatime(unix.AT_FDCWD, l.Upper(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 	if err != nil {
 		return meta, err
 	}
@@ -227,7 +227,7 @@ func (c *ckptCopier) copyEntry(spd int, name string, dpd int, dname, rel string)
 		if err := unix.Mkdirat(dpd, dname, 0o700); err != nil {
 			return err
 		}
-		sfd, err := unix.Openat(spd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		sfd, err := openNoatime(spd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 		if err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP {
 			return nil // gone or replaced since: the empty directory stays
 		}
@@ -243,7 +243,7 @@ func (c *ckptCopier) copyEntry(spd int, name string, dpd int, dname, rel string)
 		if st, err = fstatFd(sfd); err != nil {
 			return err
 		}
-		names, err := readNames(sfd)
+		names, err := readOpenDir(sfd)
 		if err != nil {
 			return err
 		}
@@ -293,6 +293,53 @@ func (c *ckptCopier) copyEntry(spd int, name string, dpd int, dname, rel string)
 	return nil
 }
 
+// readOpenDir returns the names in the directory open for reading as fd
+// (through a duplicate, so its own open flags, O_NOATIME, apply), sorted.
+func readOpenDir(fd int) ([]string, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+// openNoatime is openat(2) of name in dir with flags and O_NOATIME (a
+// copy leaves the source's access times as they were), without it where
+// the file system refuses it.
+func openNoatime(dir int, name string, flags int) (int, error) {
+	fd, err := unix.Openat(dir, name, flags|unix.O_NOATIME|unix.O_CLOEXEC, 0)
+	if err == unix.EPERM {
+		fd, err = unix.Openat(dir, name, flags|unix.O_CLOEXEC, 0)
+	}
+	return fd, err
+}
+
+// openRegularNoatime is openRegular (the object checked through an
+// O_PATH descriptor before it is opened) with O_NOATIME.
+func openRegularNoatime(dir int, name string) (*os.File, unix.Stat_t, error) {
+	pfd, err := openAt(dir, name, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, unix.Stat_t{}, err
+	}
+	defer unix.Close(pfd)
+	st, err := fstatFd(pfd)
+	if err != nil {
+		return nil, st, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, st, errNotRegular
+	}
+	fd, err := openNoatime(unix.AT_FDCWD, procFd(pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, st, err
+	}
+	return os.NewFile(uintptr(fd), name), st, nil
+}
+
 // ckptCopied, when set (by tests), is called after each copy of a
 // checkpoint's file, before its source is looked at again: a test writes
 // the source there, as a session would meanwhile.
@@ -309,7 +356,7 @@ var errVanished = errors.New("gone while copied")
 // times at most. It returns the source's stat that the copy holds.
 func (c *ckptCopier) copyFile(spd int, name string, dpd int, dname string) (unix.Stat_t, error) {
 	for range ckptCopyTries {
-		in, before, err := openRegular(spd, name)
+		in, before, err := openRegularNoatime(spd, name)
 		if err == unix.ENOENT || err == errNotRegular {
 			return before, errVanished
 		}

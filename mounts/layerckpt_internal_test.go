@@ -42,7 +42,9 @@ func rawSnap(t *testing.T, root string) map[string]string {
 			}
 			desc += " data=" + string(b)
 			if first, ok := inodes[st.Ino]; ok {
-				desc += " link-of=" + first
+				// The object's times are its first path's (reading
+				// it there changed its access time since).
+				desc = fmt.Sprintf("mode=%o uid=%d gid=%d data=%s link-of=%s", st.Mode, st.Uid, st.Gid, b, first)
 			} else if st.Nlink > 1 {
 				inodes[st.Ino] = rel
 			}
