@@ -127,6 +127,9 @@ func runHelper(action, path string) int {
 	if action == "probe" {
 		return probeHelper(path)
 	}
+	if action == "cwdprobe" {
+		return cwdProbe()
+	}
 	if action == "jailreq" {
 		// Send POST /v1/sessions/s1/jails to the socket at path and exit
 		// without waiting for the answer.

@@ -51,7 +51,8 @@ var overlayOptions = [][2]string{
 // under the layer directory Dir's upper, work and merged directories.
 // The methods that record the baseline are safe for concurrent use.
 type Layer struct {
-	// Dir holds upper/, work/, merged/ and the baseline journal.
+	// Dir holds upper/, work/, merged/, the baseline journal and the
+	// checkpoints (layerckpt.go).
 	Dir string
 	// Lower is the project's canonical physical directory.
 	Lower string
@@ -136,8 +137,10 @@ func OpenLayer(dir, lower string) (*Layer, error) {
 	if err := l.mount(); err != nil {
 		return nil, err
 	}
-	// What a commit or discard of a daemon that crashed left.
+	// What a commit or discard of a daemon that crashed left, and a
+	// checkpoint it was making or removing.
 	l.cleanStages()
+	l.cleanCheckpoints()
 	if err := l.loadBaseline(); err != nil {
 		l.Close()
 		return nil, err

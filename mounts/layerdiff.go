@@ -92,39 +92,61 @@ func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
 
 // diffWith is diff with DiffUnder's paths and ctx.
 func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]api.Change, map[string]objID, error) {
-	d := &differ{l: l, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}}
 	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
 	if err != nil {
 		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
 	}
-	d.base = base
-	if d.uroot, err = openRoot(l.Upper()); err != nil {
-		return nil, nil, fmt.Errorf("layer %q: diff: %s: %s", l.Dir, l.Upper(), identity.ErrnoText(err))
-	}
-	defer unix.Close(d.uroot)
-	if d.lroot, err = openRoot(l.Lower); err != nil {
-		return nil, nil, fmt.Errorf("layer %q: diff: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
-	}
-	defer unix.Close(d.lroot)
-	// The root's own attributes (chmod -R, say, reaches it too).
-	ust, uerr := lstatBeneath(l.Upper(), ".")
-	lst, lerr := lstatBeneath(l.Lower, ".")
-	if uerr != nil || lerr != nil {
-		return nil, nil, fmt.Errorf("layer %q: diff: the root: %s", l.Dir, identity.ErrnoText(errors.Join(uerr, lerr)))
-	}
-	if fields, _, _ := d.compare(".", ".", ust, lst); len(fields) > 0 {
-		d.out = append(d.out, api.Change{Path: ".", Kind: ChangeModified, Type: "dir", Fields: fields})
-	}
-	if err := d.walk("", "", true, false); err != nil {
-		return nil, nil, fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
+	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}}
+	if err := d.run(); err != nil {
+		return nil, nil, err
 	}
 	for i := range d.out {
 		if ok, why := l.conflict(base, d.out[i].Path); ok {
 			d.out[i].Conflict = why
 		}
 	}
-	sortChanges(d.out)
 	return d.out, d.deleted, nil
+}
+
+// changesOf lists what the upper directory upper (the layer's own, or a
+// checkpoint's copy of one) holds that differs from the project now,
+// sorted as Diff sorts: without the baseline, so a copy a commit applied
+// is listed wherever it differs from the project (more paths than Diff,
+// never fewer), and without conflicts or unified diffs.
+func (l *Layer) changesOf(upper string) ([]api.Change, error) {
+	d := &differ{l: l, upper: upper, base: map[string]baseRec{}, ctx: context.Background(), deleted: map[string]objID{}}
+	if err := d.run(); err != nil {
+		return nil, err
+	}
+	return d.out, nil
+}
+
+// run walks d.upper against the project into d.out, sorted.
+func (d *differ) run() error {
+	l := d.l
+	var err error
+	if d.uroot, err = openRoot(d.upper); err != nil {
+		return fmt.Errorf("layer %q: diff: %s: %s", l.Dir, d.upper, identity.ErrnoText(err))
+	}
+	defer unix.Close(d.uroot)
+	if d.lroot, err = openRoot(l.Lower); err != nil {
+		return fmt.Errorf("layer %q: diff: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
+	}
+	defer unix.Close(d.lroot)
+	// The root's own attributes (chmod -R, say, reaches it too).
+	ust, uerr := lstatBeneath(d.upper, ".")
+	lst, lerr := lstatBeneath(l.Lower, ".")
+	if uerr != nil || lerr != nil {
+		return fmt.Errorf("layer %q: diff: the root: %s", l.Dir, identity.ErrnoText(errors.Join(uerr, lerr)))
+	}
+	if fields, _, _ := d.compare(".", ".", ust, lst); len(fields) > 0 {
+		d.out = append(d.out, api.Change{Path: ".", Kind: ChangeModified, Type: "dir", Fields: fields})
+	}
+	if err := d.walk("", "", true, false); err != nil {
+		return fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
+	}
+	sortChanges(d.out)
+	return nil
 }
 
 // sortChanges sorts by path, component by component (a directory before
@@ -142,6 +164,7 @@ func sortChanges(cs []api.Change) {
 // differ is one Diff walk.
 type differ struct {
 	l            *Layer
+	upper        string // the upper directory walked (the layer's, or a checkpoint's copy)
 	text         bool
 	out          []api.Change
 	uroot, lroot int              // the upper directory and the project, open O_PATH
@@ -157,7 +180,7 @@ type differ struct {
 // session removed and made it again): the project's names missing from it
 // are deleted.
 func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
-	ufd, err := openBeneath(d.l.Upper(), urel, unix.O_RDONLY|unix.O_DIRECTORY)
+	ufd, err := openBeneath(d.upper, urel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return err
 	}
@@ -316,7 +339,7 @@ func (d *differ) compare(up, lp string, ust, lst *unix.Stat_t) ([]string, string
 			diff = text
 		}
 	case unix.S_IFLNK:
-		ut, _ := readlinkBeneath(d.l.Upper(), up)
+		ut, _ := readlinkBeneath(d.upper, up)
 		lt, _ := readlinkBeneath(d.l.Lower, lp)
 		if ut != lt {
 			fields = append(fields, "target")
@@ -329,7 +352,7 @@ func (d *differ) compare(up, lp string, ust, lst *unix.Stat_t) ([]string, string
 		fields = append(fields, "owner")
 	}
 	if ust.Mode&unix.S_IFMT != unix.S_IFLNK {
-		ux, lx := xattrsAt(d.l.Upper(), up), xattrsAt(d.l.Lower, lp)
+		ux, lx := xattrsAt(d.upper, up), xattrsAt(d.l.Lower, lp)
 		if !mapsEqual(ux, lx) {
 			fields = append(fields, "xattr")
 		}

@@ -5,6 +5,7 @@ package mounts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -158,12 +159,18 @@ func layerErr(id, verb string, err error) error {
 
 // syncAfter drops session id's kernel caches after a layer verb changed
 // its tree (the session's lock taken again; nothing when it is no longer
-// mounted).
+// mounted): the session mount's and its jail view's, which serves the
+// same merged tree (layered) to the session's jails.
 func (m *Manager) syncAfter(s *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.srv != nil && !s.gone {
-		s.srv.SyncHostChanges()
+	if s.gone {
+		return
+	}
+	for _, srv := range []*fusefs.Server{s.srv, s.jailView} {
+		if srv != nil {
+			srv.SyncHostChanges()
+		}
 	}
 }
 
@@ -227,5 +234,105 @@ func (m *Manager) Discard(ctx context.Context, id string, paths []string) (api.L
 	res.Session = id
 	m.syncAfter(s)
 	m.log.Info("layer discarded", "session", id, "applied", len(res.Applied), "refused", len(res.Refused))
+	return res, nil
+}
+
+// ckptErr is the Manager's error for a checkpoint verb's err: the layer's
+// own refusals (a bad name, an existing or unknown checkpoint) keep their
+// code, prefixed with the session; else as layerErr.
+func ckptErr(id, verb string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return errorf(e.Code, "session %q: %s: %s", id, verb, e.Message)
+	}
+	return layerErr(id, verb, err)
+}
+
+// Checkpoint takes checkpoint name of layered session id (Layer.Checkpoint):
+// a copy of its layer and baseline, made while the session runs on
+// (without the session's lock).
+//
+// Errors: ErrNotFound, ErrInvalid (no layer, not mounted, a bad name),
+// ErrExists (a checkpoint of that name), CodeInternal.
+func (m *Manager) Checkpoint(ctx context.Context, id, name string) (api.Checkpoint, error) {
+	if err := checkCheckpointName(name); err != nil {
+		return api.Checkpoint{}, ckptErr(id, "checkpoint", err)
+	}
+	s, l, err := m.layerOf(id, "checkpoint")
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	// The copy reads the whole layer: not under the session's lock.
+	s.mu.Unlock()
+	var c api.Checkpoint
+	if err := l.run(func() (err error) { c, err = l.Checkpoint(name); return err }); err != nil {
+		return c, ckptErr(id, "checkpoint", err)
+	}
+	m.log.Info("layer checkpoint", "session", id, "checkpoint", name, "files", c.Files, "bytes", c.Bytes)
+	return c, nil
+}
+
+// Checkpoints lists layered session id's checkpoints, oldest first.
+//
+// Errors: ErrNotFound, ErrInvalid (no layer, not mounted), CodeInternal.
+func (m *Manager) Checkpoints(ctx context.Context, id string) (api.CheckpointList, error) {
+	s, l, err := m.layerOf(id, "checkpoints")
+	if err != nil {
+		return api.CheckpointList{}, err
+	}
+	s.mu.Unlock()
+	var cs []api.Checkpoint
+	if err := l.run(func() (err error) { cs, err = l.Checkpoints(); return err }); err != nil {
+		return api.CheckpointList{}, ckptErr(id, "checkpoints", err)
+	}
+	return api.CheckpointList{Session: id, Checkpoints: cs}, nil
+}
+
+// DeleteCheckpoint removes checkpoint name of layered session id.
+//
+// Errors: ErrNotFound (no such session or checkpoint), ErrInvalid (no
+// layer, not mounted, a bad name), CodeInternal.
+func (m *Manager) DeleteCheckpoint(ctx context.Context, id, name string) error {
+	if err := checkCheckpointName(name); err != nil {
+		return ckptErr(id, "checkpoint rm", err)
+	}
+	s, l, err := m.layerOf(id, "checkpoint rm")
+	if err != nil {
+		return err
+	}
+	s.mu.Unlock()
+	if err := l.run(func() error { return l.DeleteCheckpoint(name) }); err != nil {
+		return ckptErr(id, "checkpoint rm", err)
+	}
+	m.log.Info("layer checkpoint removed", "session", id, "checkpoint", name)
+	return nil
+}
+
+// Rollback makes layered session id's view what it was at checkpoint name
+// (Layer.Rollback) while its processes run on, and drops the kernel
+// caches of every mount serving its layer (the session's and its jail
+// view), so that the next operation of each process sees the checkpoint's
+// tree: a directory one is in that the checkpoint lacks gives it ENOENT,
+// as after an rm -rf. A path that could not be changed is listed with its
+// reason; that is no error.
+//
+// Errors: ErrNotFound (no such session or checkpoint), ErrInvalid (no
+// layer, not mounted, a bad name), CodeInternal.
+func (m *Manager) Rollback(ctx context.Context, id, name string) (api.RollbackResult, error) {
+	if err := checkCheckpointName(name); err != nil {
+		return api.RollbackResult{}, ckptErr(id, "rollback", err)
+	}
+	s, l, err := m.layerOf(id, "rollback")
+	if err != nil {
+		return api.RollbackResult{}, err
+	}
+	s.mu.Unlock()
+	var res api.RollbackResult
+	if err := l.run(func() (err error) { res, err = l.Rollback(name); return err }); err != nil {
+		return res, ckptErr(id, "rollback", err)
+	}
+	res.Session = id
+	m.syncAfter(s)
+	m.log.Info("layer rolled back", "session", id, "checkpoint", name, "applied", len(res.Applied), "refused", len(res.Refused))
 	return res, nil
 }

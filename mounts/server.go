@@ -78,6 +78,9 @@ func NewAPI(m *Manager, logger *slog.Logger) *API {
 	a.route("/v1/sessions/{id}/diff", map[string]handler{http.MethodGet: a.diff})
 	a.route("/v1/sessions/{id}/commit", map[string]handler{http.MethodPost: a.commit})
 	a.route("/v1/sessions/{id}/discard", map[string]handler{http.MethodPost: a.discard})
+	a.route("/v1/sessions/{id}/checkpoints", map[string]handler{http.MethodGet: a.checkpoints, http.MethodPost: a.checkpoint})
+	a.route("/v1/sessions/{id}/checkpoints/{name}", map[string]handler{http.MethodDelete: a.deleteCheckpoint})
+	a.route("/v1/sessions/{id}/rollback", map[string]handler{http.MethodPost: a.rollback})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.finish(w, r, "other", time.Now(), errorf(CodeNotFound, "%s %s: no such API route", r.Method, r.URL.Path))
 	})
@@ -768,6 +771,65 @@ func (a *API) discard(r *http.Request) (int, any, error) {
 		return 0, nil, errorf(CodeInvalid, "discard: force: only commit takes it")
 	}
 	res, err := a.m.Discard(r.Context(), id, req.Paths)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
+}
+
+// checkpoint answers POST /v1/sessions/{id}/checkpoints.
+func (a *API) checkpoint(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req api.CheckpointRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	c, err := a.m.Checkpoint(r.Context(), id, req.Name)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, c, nil
+}
+
+// checkpoints answers GET /v1/sessions/{id}/checkpoints.
+func (a *API) checkpoints(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	l, err := a.m.Checkpoints(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, l, nil
+}
+
+// deleteCheckpoint answers DELETE /v1/sessions/{id}/checkpoints/{name}.
+func (a *API) deleteCheckpoint(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.m.DeleteCheckpoint(r.Context(), id, r.PathValue("name")); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// rollback answers POST /v1/sessions/{id}/rollback.
+func (a *API) rollback(r *http.Request) (int, any, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req api.CheckpointRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	res, err := a.m.Rollback(r.Context(), id, req.Name)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,12 +1,15 @@
 package main
 
-// `wsfs session diff`, `commit` and `discard`: the verbs of a session on a
-// copy-on-write layer (session create --layer).
+// `wsfs session diff`, `commit`, `discard`, `checkpoint`, `checkpoints` and
+// `rollback`: the verbs of a session on a copy-on-write layer (session
+// create --layer).
 
 import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -163,6 +166,130 @@ not.`,
 				writeJSON(cmd.OutOrStdout(), res)
 			} else {
 				printLayerResult(cmd.OutOrStdout(), "discarded", res)
+			}
+			if len(res.Refused) > 0 {
+				return &reportedError{code: exitFailure}
+			}
+			return nil
+		},
+	}
+}
+
+// newSessionCheckpointCmd returns `wsfs session checkpoint`.
+func newSessionCheckpointCmd() *cobra.Command {
+	var del bool
+	cmd := &cobra.Command{
+		Use:   "checkpoint ID NAME",
+		Short: "Take (or with --delete remove) a checkpoint of a layered session",
+		Long: `Take checkpoint NAME of session ID (created with --layer): a copy of what the
+session changed so far (its layer, every attribute included) and of its
+baseline, kept in the daemon's state until removed (--delete, or with the
+session) and across daemon restarts (POST /v1/sessions/{id}/checkpoints).
+The session runs on meanwhile. NAME is 1 to 64 of A-Z a-z 0-9 . _ - and does
+not start with '.'. Prints "checkpoint NAME: FILES objects, BYTES bytes"
+(--json: the API's object). With --delete, removes checkpoint NAME instead
+(DELETE /v1/sessions/{id}/checkpoints/{name}) and prints "removed NAME".
+See session rollback and session checkpoints.`,
+		Args: exactArgs(2, "session ID and checkpoint NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session checkpoint", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			if del {
+				if err := c.DeleteCheckpoint(cmd.Context(), args[0], args[1]); err != nil {
+					return apiFailure(cmd, err)
+				}
+				if jsonOutput(cmd) {
+					writeJSON(cmd.OutOrStdout(), map[string]string{"session": args[0], "removed": args[1]})
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[1])
+				}
+				return nil
+			}
+			ck, err := c.Checkpoint(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), ck)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s: %d objects, %d bytes\n", ck.Name, ck.Files, ck.Bytes)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&del, "delete", false, "remove checkpoint NAME instead of taking it")
+	return cmd
+}
+
+// newSessionCheckpointsCmd returns `wsfs session checkpoints`.
+func newSessionCheckpointsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "checkpoints ID",
+		Short: "List a layered session's checkpoints",
+		Long: `List the checkpoints of session ID (created with --layer), oldest first, as a
+table (NAME, CREATED, FILES, BYTES), or with --json as
+{"session","checkpoints":[...]} (GET /v1/sessions/{id}/checkpoints).`,
+		Args: exactArgs(1, "session ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session checkpoints", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			cs, err := c.Checkpoints(cmd.Context(), args[0])
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if cs == nil {
+				cs = []api.Checkpoint{}
+			}
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), api.CheckpointList{Session: args[0], Checkpoints: cs})
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tCREATED\tFILES\tBYTES")
+			for _, ck := range cs {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", ck.Name, ck.Created.Format(time.RFC3339), ck.Files, ck.Bytes)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// newSessionRollbackCmd returns `wsfs session rollback`.
+func newSessionRollbackCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rollback ID NAME",
+		Short: "Make a layered session's view what it was at a checkpoint",
+		Long: `Make what session ID (created with --layer) sees what it saw when checkpoint
+NAME was taken, over the project as it is now, and its baseline the
+checkpoint's (POST /v1/sessions/{id}/rollback). Its processes run on: the
+kernel's caches of the session's mounts are dropped, so each one's next
+operation sees the checkpoint's tree; one whose working directory the
+checkpoint lacks gets ENOENT there, as after an rm -rf. Paths equal in both
+are not touched. The checkpoint stays (roll back to it again, or remove it
+with session checkpoint --delete). Prints "restored PATH" per path changed,
+"refused PATH: why" per path that could not be; exit code 1 when one could
+not.`,
+		Args: exactArgs(2, "session ID and checkpoint NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkID("session rollback", args[0]); err != nil {
+				return err
+			}
+			c := daemonClient(cmd)
+			defer c.Close()
+			res, err := c.Rollback(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if jsonOutput(cmd) {
+				writeJSON(cmd.OutOrStdout(), res)
+			} else {
+				printLayerResult(cmd.OutOrStdout(), "restored", api.LayerResult{Applied: res.Applied, Refused: res.Refused})
 			}
 			if len(res.Refused) > 0 {
 				return &reportedError{code: exitFailure}

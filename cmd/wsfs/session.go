@@ -37,13 +37,14 @@ Exit codes: 0 ok, 2 bad input (codes invalid and too_large, bad flags), 1 any
 other failure (including an unreachable daemon).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve, events, sync, diff, commit or discard)")
+			return errUsage("session: missing subcommand (create, list, show, rm, policy, cwd, resolve, events, sync, diff, commit, discard, checkpoint, checkpoints or rollback)")
 		},
 	}
 	cmd.PersistentFlags().String("socket", client.DefaultSocket(), "the daemon's Unix socket")
 	cmd.AddCommand(newSessionCreateCmd(), newSessionListCmd(), newSessionShowCmd(), newSessionRmCmd(),
 		newSessionPolicyCmd(), newSessionCwdCmd(), newSessionResolveCmd(), newSessionEventsCmd(), newSessionSyncCmd(),
-		newSessionDiffCmd(), newSessionCommitCmd(), newSessionDiscardCmd())
+		newSessionDiffCmd(), newSessionCommitCmd(), newSessionDiscardCmd(),
+		newSessionCheckpointCmd(), newSessionCheckpointsCmd(), newSessionRollbackCmd())
 	return cmd
 }
 

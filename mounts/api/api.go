@@ -228,6 +228,45 @@ type LayerResult struct {
 	Conflicts []PathError `json:"conflicts,omitempty"`
 }
 
+// CheckpointRequest is the body of POST /v1/sessions/{id}/checkpoints and
+// POST /v1/sessions/{id}/rollback.
+type CheckpointRequest struct {
+	// Name is the checkpoint's: 1 to 64 of A-Z a-z 0-9 . _ -, not
+	// starting with '.'.
+	Name string `json:"name"`
+}
+
+// Checkpoint is one checkpoint of a layered session: a copy of its layer
+// (what it changed) and its baseline, kept until removed with the session
+// or on its own.
+type Checkpoint struct {
+	Name string `json:"name"`
+	// Created is when it was taken (UTC, whole seconds).
+	Created time.Time `json:"created"`
+	// Files counts the objects of the layer's copy (whiteouts and
+	// directories included, the root not), Bytes the bytes of its regular
+	// files.
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// CheckpointList is the body of GET /v1/sessions/{id}/checkpoints: the
+// session's checkpoints, oldest first (then by name).
+type CheckpointList struct {
+	Session     string       `json:"session"`
+	Checkpoints []Checkpoint `json:"checkpoints"`
+}
+
+// RollbackResult is the body a rollback answers: the paths of the session's
+// view it changed to the checkpoint's, parents first, and those it could
+// not, each with its reason.
+type RollbackResult struct {
+	Session    string      `json:"session"`
+	Checkpoint string      `json:"checkpoint"`
+	Applied    []string    `json:"applied"`
+	Refused    []PathError `json:"refused,omitempty"`
+}
+
 // SessionList is the body of GET /v1/sessions: every session, sorted by id.
 type SessionList struct {
 	Sessions []Session `json:"sessions"`
@@ -346,11 +385,13 @@ const (
 	// CodeForbidden is a request from a peer uid other than the daemon's.
 	// HTTP 403.
 	CodeForbidden Code = "forbidden"
-	// CodeNotFound is an unknown session id or API route. HTTP 404.
+	// CodeNotFound is an unknown session id, checkpoint or API route. HTTP
+	// 404.
 	CodeNotFound Code = "not_found"
 	// CodeMethod is an HTTP method a route does not accept. HTTP 405.
 	CodeMethod Code = "method_not_allowed"
-	// CodeExists is a session id or mountpoint already in use. HTTP 409.
+	// CodeExists is a session id, mountpoint or checkpoint name already in
+	// use. HTTP 409.
 	CodeExists Code = "exists"
 	// CodeBusy is a mount held by processes (the message names them). HTTP 409.
 	CodeBusy Code = "busy"

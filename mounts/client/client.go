@@ -249,6 +249,34 @@ func (c *Client) Discard(ctx context.Context, id string, paths []string) (api.La
 	return r, c.do(ctx, http.MethodPost, sessionPath(id, "/discard"), api.LayerRequest{Paths: paths}, &r)
 }
 
+// Checkpoint takes checkpoint name of layered session id (POST
+// /v1/sessions/{id}/checkpoints): a copy of its layer and baseline.
+func (c *Client) Checkpoint(ctx context.Context, id, name string) (api.Checkpoint, error) {
+	var r api.Checkpoint
+	return r, c.do(ctx, http.MethodPost, sessionPath(id, "/checkpoints"), api.CheckpointRequest{Name: name}, &r)
+}
+
+// Checkpoints lists layered session id's checkpoints, oldest first (GET
+// /v1/sessions/{id}/checkpoints).
+func (c *Client) Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error) {
+	var l api.CheckpointList
+	return l.Checkpoints, c.do(ctx, http.MethodGet, sessionPath(id, "/checkpoints"), nil, &l)
+}
+
+// DeleteCheckpoint removes checkpoint name of layered session id (DELETE
+// /v1/sessions/{id}/checkpoints/{name}).
+func (c *Client) DeleteCheckpoint(ctx context.Context, id, name string) error {
+	return c.do(ctx, http.MethodDelete, sessionPath(id, "/checkpoints/"+url.PathEscape(name)), nil, nil)
+}
+
+// Rollback makes layered session id's view what it was at checkpoint name
+// (POST /v1/sessions/{id}/rollback) while its processes run on. Paths that
+// could not be changed are listed in the result, not an error.
+func (c *Client) Rollback(ctx context.Context, id, name string) (api.RollbackResult, error) {
+	var r api.RollbackResult
+	return r, c.do(ctx, http.MethodPost, sessionPath(id, "/rollback"), api.CheckpointRequest{Name: name}, &r)
+}
+
 // Events returns session id's working-directory events (GET
 // /v1/sessions/{id}/events), oldest first.
 func (c *Client) Events(ctx context.Context, id string) ([]api.Event, error) {

@@ -38,6 +38,10 @@ export type Change = Schemas["Change"];
 export type DiffResult = Schemas["DiffResult"];
 export type LayerRequest = Schemas["LayerRequest"];
 export type LayerResult = Schemas["LayerResult"];
+export type CheckpointRequest = Schemas["CheckpointRequest"];
+export type Checkpoint = Schemas["Checkpoint"];
+export type CheckpointList = Schemas["CheckpointList"];
+export type RollbackResult = Schemas["RollbackResult"];
 export type ErrorBody = Schemas["ErrorBody"];
 /** The daemon's error codes, plus `unreachable` (the socket did not answer). */
 export type Code = Schemas["Code"] | "unreachable";
@@ -274,6 +278,35 @@ export class Client {
   /** POST /v1/sessions/{id}/discard: undo a layered session's changes under `paths` in its layer. */
   discard(id: string, paths: string[] = []): Promise<Answer<"discardSession", 200>> {
     return this.#call("POST", sessionPath(id, "/discard"), 200, { paths });
+  }
+
+  /**
+   * POST /v1/sessions/{id}/checkpoints: take checkpoint `name` of a layered
+   * session (a copy of its layer and baseline, kept across daemon restarts
+   * until removed or with the session).
+   */
+  checkpoint(id: string, name: string): Promise<Answer<"createCheckpoint", 201>> {
+    return this.#call("POST", sessionPath(id, "/checkpoints"), 201, { name });
+  }
+
+  /** GET /v1/sessions/{id}/checkpoints: a layered session's checkpoints, oldest first. */
+  async checkpoints(id: string): Promise<Checkpoint[]> {
+    const l: Answer<"listCheckpoints", 200> = await this.#call("GET", sessionPath(id, "/checkpoints"), 200);
+    return l.checkpoints;
+  }
+
+  /** DELETE /v1/sessions/{id}/checkpoints/{name}: remove a checkpoint. */
+  deleteCheckpoint(id: string, name: string): Promise<void> {
+    return this.#call("DELETE", sessionPath(id, "/checkpoints/" + encodeURIComponent(name)), 204);
+  }
+
+  /**
+   * POST /v1/sessions/{id}/rollback: make a layered session's view what it
+   * was at checkpoint `name`, while its processes run on. Paths that could
+   * not be changed are listed in the answer.
+   */
+  rollback(id: string, name: string): Promise<Answer<"rollbackSession", 200>> {
+    return this.#call("POST", sessionPath(id, "/rollback"), 200, { name });
   }
 
   /** GET /v1/sessions/{id}/cwd: the working directory, validated. */

@@ -288,6 +288,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a layered session's checkpoints.
+         * @description The session's checkpoints, oldest first (then by name). A session
+         *     without a layer is 400 `invalid`.
+         */
+        get: operations["listCheckpoints"];
+        put?: never;
+        /**
+         * Take a checkpoint of a layered session.
+         * @description Copies the session's layer (what it changed, with every attribute,
+         *     whiteouts and overlayfs's own attributes included; hard links kept)
+         *     and its baseline into checkpoint `name`, kept in the daemon's state
+         *     across restarts until removed (deleteCheckpoint) or with the session.
+         *     The session runs on meanwhile: each file is copied whole from one
+         *     state. A bad name is 400 `invalid`, an existing one 409 `exists`.
+         */
+        post: operations["createCheckpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/checkpoints/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+                /** @description The checkpoint's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a checkpoint of a layered session.
+         * @description Removes checkpoint `name`; an unknown one is 404 `not_found`.
+         */
+        delete: operations["deleteCheckpoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a layered session's view what it was at a checkpoint.
+         * @description Makes what the session sees what it saw when checkpoint `name` was
+         *     taken, over the project as it is now, and its baseline the
+         *     checkpoint's, while its processes run on: the kernel caches of the
+         *     session's mounts are dropped, so a process whose working directory
+         *     the checkpoint lacks gets ENOENT there, as after an rm -rf. Paths
+         *     equal in both are not touched. The checkpoint stays. Paths that
+         *     could not be changed are listed in the answer (200). An unknown
+         *     checkpoint is 404 `not_found`.
+         */
+        post: operations["rollbackSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/cwd": {
         parameters: {
             query?: never;
@@ -528,6 +616,36 @@ export interface components {
             applied: string[];
             refused?: components["schemas"]["PathError"][];
             conflicts?: components["schemas"]["PathError"][];
+        };
+        CheckpointRequest: {
+            /** @description The checkpoint's name: 1 to 64 of A-Z a-z 0-9 . _ -, not starting with '.'. */
+            name: string;
+        };
+        Checkpoint: {
+            name: string;
+            /**
+             * Format: date-time
+             * @description When it was taken (UTC, whole seconds).
+             */
+            created: string;
+            /** @description Objects in the layer's copy (directories and whiteouts included, the root not). */
+            files: number;
+            /**
+             * Format: int64
+             * @description Bytes of its regular files (each hard-linked file once).
+             */
+            bytes: number;
+        };
+        CheckpointList: {
+            session: string;
+            checkpoints: components["schemas"]["Checkpoint"][];
+        };
+        RollbackResult: {
+            session: string;
+            checkpoint: string;
+            /** @description The paths changed to the checkpoint's, in order (parents first). */
+            applied: string[];
+            refused?: components["schemas"]["PathError"][];
         };
         SessionList: {
             sessions: components["schemas"]["Session"][];
@@ -1068,6 +1186,130 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LayerResult"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listCheckpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The checkpoints. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointList"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createCheckpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CheckpointRequest"];
+            };
+        };
+        responses: {
+            /** @description The checkpoint taken. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Checkpoint"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteCheckpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+                /** @description The checkpoint's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    rollbackSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id, 1 to 64 of A-Z a-z 0-9 . _ - and not "." or ".." (anything else is 400 `invalid`). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CheckpointRequest"];
+            };
+        };
+        responses: {
+            /** @description What was changed and what could not be. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RollbackResult"];
                 };
             };
             400: components["responses"]["Invalid"];

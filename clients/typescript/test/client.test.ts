@@ -176,6 +176,20 @@ describe("wsfs client", { skip: skip || false }, () => {
     assert.equal(readFileSync(path.join(lr, "a"), "utf8"), "changed\n");
     assert.deepEqual(await c.discard("lay"), { session: "lay", applied: ["n"] });
     assert.deepEqual((await c.diff("lay")).changes, []);
+
+    // A checkpoint, a change after it, a rollback to it.
+    writeFileSync(path.join(s.mountpoint, "b"), "at c1\n");
+    const ck = await c.checkpoint("lay", "c1");
+    assert.equal(ck.name, "c1");
+    assert.deepEqual((await c.checkpoints("lay")).map((x) => x.name), ["c1"]);
+    writeFileSync(path.join(s.mountpoint, "b"), "later\n");
+    writeFileSync(path.join(s.mountpoint, "later"), "later\n");
+    assert.deepEqual(await c.rollback("lay", "c1"), { session: "lay", checkpoint: "c1", applied: ["b", "later"] });
+    assert.equal(readFileSync(path.join(s.mountpoint, "b"), "utf8"), "at c1\n");
+    assert.equal((await refusal(c.checkpoint("lay", "c1"))).code, "exists");
+    await c.deleteCheckpoint("lay", "c1");
+    assert.equal((await refusal(c.rollback("lay", "c1"))).code, "not_found");
+    assert.deepEqual(await c.checkpoints("lay"), []);
     await c.remove("lay");
   });
 
