@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,8 +66,13 @@ func TestServeStopRemovesMountBase(t *testing.T) {
 			assert.True(t, os.IsNotExist(err), "socket %s after the stop: %v", sock, err)
 			_, err = os.Stat(filepath.Join(state, "sessions", "s1.json"))
 			assert.NoError(t, err, "the session's record stays")
-			_, err = holder.Ping()
-			assert.Error(t, err, "the holder still answers after the full stop")
+			// The holder is told to end at the full stop and exits on its
+			// own after the daemon: wait for that, bounded.
+			deadline := time.Now().Add(10 * time.Second)
+			for _, err = holder.Ping(); err == nil && time.Now().Before(deadline); _, err = holder.Ping() {
+				time.Sleep(10 * time.Millisecond)
+			}
+			assert.Error(t, err, "the holder still answers 10 s after the full stop")
 		})
 	}
 }
