@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -338,7 +339,8 @@ const childServeEnv = "WSFS_TEST_CHILD_SERVE"
 // serve until killed.
 func childServe(root string) {
 	pol, err := policy.Compile(policy.Spec{Primary: root, Temp: []string{}})
-	cfg := fusefs.Config{Root: root, Mountpoint: os.Getenv("WSFS_TEST_CHILD_MNT"), Policy: pol}
+	cfg := fusefs.Config{Root: root, Mountpoint: os.Getenv("WSFS_TEST_CHILD_MNT"), Policy: pol,
+		Transport: transport.Mode(os.Getenv(childTransportEnv))}
 	if sock := os.Getenv(childHolderEnv); sock != "" && err == nil {
 		// keep_test.go: keep the connection in the holder, and serve
 		// on the one kept there when there is one.
@@ -367,15 +369,22 @@ func childServe(root string) {
 			cfg.Adopt = conns[cfg.Mountpoint]
 		}
 	}
+	var srv *fusefs.Server
 	if err == nil {
-		_, err = fusefs.Mount(cfg)
+		srv, err = fusefs.Mount(cfg)
 	}
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
+	// SIGTERM: a handover, as the daemon's (stop at a request boundary,
+	// leave the connection to the successor).
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
 	fmt.Println("ready")
-	select {}
+	<-term
+	srv.Pause(2 * time.Second)
+	os.Exit(0)
 }
 
 // TestDeadMountDetected: the kernel's caches outlive a killed server (the

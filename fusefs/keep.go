@@ -351,13 +351,13 @@ func (m *mount) keep(store transport.Store, srv *fuse.Server, kind, mountpoint s
 		return
 	}
 	meta := transport.Meta{Kind: kind, Mountpoint: mountpoint, Root: m.root, Session: m.session,
-		Init: *srv.KernelSettings(), InitOut: srv.InitOut(), RootMountID: rootMnt}
+		Init: *srv.KernelSettings(), InitOut: srv.InitOut(), RootMountID: rootMnt, Ring: m.ring.Geometry()}
 	st, err := transport.NewState(meta)
 	if err == nil && live != nil {
 		st.WriteLive(live)
 	}
 	if err == nil {
-		err = transport.Keep(store, srv.DeviceFD(), st, mountpoint)
+		err = transport.Keep(store, srv.DeviceFD(), st, mountpoint, m.ring.MemFd())
 	}
 	if err != nil {
 		st.Close()
@@ -470,6 +470,9 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 			continue
 		}
 		inodes[ino] = got
+		if sa.Mode&syscall.S_IFMT == syscall.S_IFREG && sa.Gen != staleGen {
+			m.restoredFiles = append(m.restoredFiles, ino)
+		}
 		if n, ok := got.Operations().(*node); ok && sa.Mode == syscall.S_IFDIR && n.pin() == 0 {
 			n.ensureWatched()
 			n.unpin()

@@ -22,6 +22,10 @@ import (
 // connection in (childServe).
 const childHolderEnv = "WSFS_TEST_CHILD_HOLDER"
 
+// childTransportEnv gives the child server's Config.Transport ("" for
+// the default).
+const childTransportEnv = "WSFS_TEST_CHILD_TRANSPORT"
+
 // childDieEnv names "op:name", the request after which the child server
 // kills itself before answering (fusefs.SetCarriedOut).
 const childDieEnv = "WSFS_TEST_CHILD_DIE"
@@ -84,26 +88,52 @@ func keptServer(t *testing.T, backing, mnt, sock string, env ...string) *exec.Cm
 // goes on (append, read back, mkdir/rmdir, rename, readdir, stat, pwd -P)
 // after the successor serves, and a write loop that runs through the kill
 // loses no write and gets no error (requests read by the dead server are
-// sent again: FUSE_NOTIFY_RESEND). Without the holder the same kill leaves
-// ENOTCONN (TestDeadMountDetected).
+// sent again: FUSE_NOTIFY_RESEND on /dev/fuse; over io_uring its ring
+// entries are taken over). The same for a handover (SIGTERM: the server
+// stops at a request boundary and exits), on /dev/fuse and over FUSE over
+// io_uring. Without the holder the same kill leaves ENOTCONN
+// (TestDeadMountDetected).
 func TestKeptConnectionSurvivesKill9(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
 	}
+	for _, tr := range []string{"dev", "io-uring"} {
+		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+			t.Run(tr+"/"+strings.ToLower(sig.String()), func(t *testing.T) {
+				if _, on := transport.KernelURing(); tr == "io-uring" && !on {
+					t.Skip("FUSE over io_uring is off (" + transport.URingParameter + "; .ci/run's io-uring pass turns it on)")
+				}
+				keptSurvives(t, sig, childTransportEnv+"="+tr)
+			})
+		}
+	}
+}
+
+// keptSurvives is TestKeptConnectionSurvivesKill9 with the first server
+// ended by sig, each server started with env.
+func keptSurvives(t *testing.T, sig syscall.Signal, env ...string) {
 	dir := canonT(t, t.TempDir())
 	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
 	for _, d := range []string{backing, mnt, ctl, filepath.Join(backing, "a/b/c")} {
 		mkdirT(t, d, 0o755)
 	}
 	writeFileT(t, filepath.Join(backing, "a/b/c/f"), "one\n", 0o644)
-	sock := holderT(t, filepath.Join(ctl, "holder.sock"), mnt)
+	// A short path: the subtests' directories are too long for a socket's
+	// name (108 bytes).
+	short, err := os.MkdirTemp("", "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	sock := holderT(t, filepath.Join(short, "holder.sock"), mnt)
 
-	first := keptServer(t, backing, mnt, sock)
+	first := keptServer(t, backing, mnt, sock, env...)
 
 	// The shell: cwd three levels deep, fd 3 open for append on f,
 	// waits at fifo "go" (outside the mount) until the successor serves.
 	goFifo, readyFifo, loopStop := filepath.Join(ctl, "go"), filepath.Join(ctl, "ready"), filepath.Join(ctl, "stop")
-	for _, f := range []string{goFifo, readyFifo} {
+	loopFifo := filepath.Join(ctl, "looping")
+	for _, f := range []string{goFifo, readyFifo, loopFifo} {
 		if err := syscall.Mkfifo(f, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -131,8 +161,9 @@ pwd -P
 	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
 
 	// The loop: appends its counter to w through the mount until stop
-	// exists, exit status 9 on the first failed write.
-	loop := exec.Command("sh", "-c", `i=0; exec 4>>"$MNT/w"; while [ ! -e "$CTL/stop" ]; do echo $i >&4 || exit 9; i=$((i+1)); done; echo $i`)
+	// exists, exit status 9 on the first failed write; it says so at fifo
+	// "looping" after its first write.
+	loop := exec.Command("sh", "-c", `exec 4>>"$MNT/w"; echo 0 >&4 || exit 9; echo on > "$CTL/looping"; i=1; while [ ! -e "$CTL/stop" ]; do echo $i >&4 || exit 9; i=$((i+1)); done; echo $i`)
 	loop.Env = sh.Env
 	var loopOut strings.Builder
 	loop.Stdout, loop.Stderr = &loopOut, &loopOut
@@ -141,15 +172,19 @@ pwd -P
 	}
 	t.Cleanup(func() { loop.Process.Kill(); loop.Wait() })
 
-	// Blocks until the shell has its cwd and fd 3 in the mount.
+	// Blocks until the shell has its cwd and fd 3 in the mount, and the
+	// loop writes.
 	if got, err := os.ReadFile(readyFifo); err != nil || string(got) != "held\n" {
 		t.Fatalf("the shell's ready line: %q, %v\n%s", got, err, shOut.String())
 	}
-	if err := first.Process.Kill(); err != nil {
+	if got, err := os.ReadFile(loopFifo); err != nil || string(got) != "on\n" {
+		t.Fatalf("the loop's first line: %q, %v\n%s", got, err, loopOut.String())
+	}
+	if err := first.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	first.Wait()
-	keptServer(t, backing, mnt, sock)
+	keptServer(t, backing, mnt, sock, env...)
 
 	if err := os.WriteFile(goFifo, []byte("go\n"), 0); err != nil {
 		t.Fatal(err)

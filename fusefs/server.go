@@ -250,15 +250,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "noatime")
 	}
 	rootNode.ensureWatched()
-	mode := o.transport
-	if o.keep != nil || o.adopt != nil {
-		// A kept connection is served on /dev/fuse: a successor would
-		// have to register the ring's queues again on a connection whose
-		// requests in the dead server's ring FUSE_NOTIFY_RESEND does not
-		// bring back (fs/fuse/dev.c fuse_resend walks /dev/fuse's lists).
-		mode = transport.Dev
-	}
-	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil, mode, o.adopt, o.users)
+	srv, err := m.mountRaw(o.mountpoint, rootNode, opts, m.watch != nil, o.transport, o.adopt, o.users)
 	if err != nil {
 		if m.watch != nil {
 			m.watch.close()
@@ -289,6 +281,11 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		m.watch.start(rootNode)
 	}
 	go srv.Serve()
+	// The ring's queues too (held since INIT); on a connection taken over
+	// they first take over what the predecessor's entries hold.
+	root := rootNode.EmbeddedInode()
+	m.ring.SetHeldFiles(func() []uint64 { return append(heldFiles(root, 8), m.restoredFiles...) })
+	m.ring.Serve()
 	if o.adopt != nil {
 		if st := srv.NotifyResend(); !st.Ok() {
 			m.log.Warn("FUSE_NOTIFY_RESEND refused: requests the predecessor read may wait until interrupted",
@@ -308,14 +305,24 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 // ring cannot serve it).
 //
 // With adopt, it serves that connection instead of mounting (fuse.NewServerOnFD
-// with the predecessor's INIT). The server is returned before it serves: the
-// caller restores and keeps state first, then runs Serve.
+// with the predecessor's INIT), over the transport its INIT agreed on
+// whatever mode says: a connection on the ring has its ring memory taken
+// over (transport.AdoptURing), one on /dev/fuse stays there. The server is
+// returned before it serves: the caller restores and keeps state first,
+// then runs Serve (and the ring's Serve).
 func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Options, cacheDirs bool, mode transport.Mode, adopt *transport.Conn, users []uint32) (*fuse.Server, error) {
 	mode, err := transport.Resolve(mode)
 	if err != nil {
 		return nil, err
 	}
-	ring, err := transport.NewURing(mode, opts.MountOptions.MaxWrite, m.log)
+	var ring *transport.URing
+	switch {
+	case adopt != nil && adopt.Meta.Ring != nil:
+		ring, err = transport.AdoptURing(adopt.Ring, *adopt.Meta.Ring, m.log)
+		adopt.Ring = -1 // the ring's now, also on error
+	case adopt == nil:
+		ring, err = transport.NewURing(mode, opts.MountOptions.MaxWrite, m.log)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -346,10 +353,24 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	// one may have the kernel mask the mode itself).
 	initOut := srv.InitOut()
 	m.dontMask = initOut.Flags64()&fuse.CAP_DONT_MASK != 0
-	if ring.Start(srv, mountpoint) == nil {
-		// Start logs why the mount stays on /dev/fuse otherwise.
-		m.ring = ring
+	if adopt != nil {
+		// go-fuse's now: the caller's copy must not be closed again.
+		adopt.Fuse = -1
 	}
+	switch err := ring.Start(srv, mountpoint); {
+	case err == nil:
+		m.ring = ring
+	case adopt != nil && ring != nil:
+		// Its requests come only through the ring: a queue that could
+		// not register would leave its CPU's callers waiting for good.
+		// End the connection (they get ECONNABORTED) for the caller to
+		// mount again.
+		if aerr := transport.AbortConnection(transport.FusectlName(mountpoint)); aerr != nil {
+			m.log.Error("a connection taken over on the ring could not register its queues, nor be ended", m.sessionAttr("mountpoint", mountpoint, "err", err, "abort_err", aerr)...)
+		}
+		return nil, fmt.Errorf("ring: %w", err)
+	}
+	// Start logs why a new mount stays on /dev/fuse otherwise.
 	// No srv.WaitMount: its pollHack opens and polls a file through the new
 	// mount from this process, and a SIGKILL that lands while one of those
 	// requests is read but not yet answered leaves the process unkillable
@@ -358,6 +379,31 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	// INIT; every request from now on waits in /dev/fuse until Serve reads
 	// it, so the mount is usable as it is.
 	return srv, nil
+}
+
+// heldFiles returns the node IDs of up to n regular files the kernel
+// holds (nodes in the tree below root, breadth first: a node stays in
+// go-fuse's tree while the kernel refers to it; nodes restored after a
+// takeover are not in it, mount.restoredFiles has those). The ring's kick
+// and plug need one (transport.URing.SetHeldFiles).
+func heldFiles(root *fs.Inode, n int) []uint64 {
+	var out []uint64
+	dirs := []*fs.Inode{root}
+	for len(dirs) > 0 && len(out) < n {
+		d := dirs[0]
+		dirs = dirs[1:]
+		for _, c := range d.Children() {
+			switch c.Mode() & syscall.S_IFMT {
+			case syscall.S_IFREG:
+				if len(out) < n {
+					out = append(out, c.StableAttr().Ino)
+				}
+			case syscall.S_IFDIR:
+				dirs = append(dirs, c)
+			}
+		}
+	}
+	return out
 }
 
 // timeout applies Config's timeout convention: 0 is the default, negative 0.
@@ -682,8 +728,9 @@ func (s *Server) Unmount(force bool) error {
 
 // Pause stops serving at a request boundary, for a successor that serves
 // the connection on (Config.Adopt): the requests being handled are finished
-// (up to wait), every later one is left unanswered in the kernel, which
-// sends it again to the successor (FUSE_NOTIFY_RESEND). Nothing is
+// (up to wait), every later one is left unanswered for the successor (on
+// /dev/fuse the kernel sends it again, FUSE_NOTIFY_RESEND; over io_uring
+// it waits in a ring entry the successor takes over). Nothing is
 // unmounted. It reports whether every running request finished in time.
 //
 // The watcher stops first: the successor watches the backing tree itself,
@@ -692,7 +739,7 @@ func (s *Server) Pause(wait time.Duration) bool {
 	if s.m.watch != nil {
 		s.m.watch.close()
 	}
-	return s.fuse.Pause(wait)
+	return s.suspend(wait)
 }
 
 // Suspend stops serving at a request boundary as Pause does, but for a
@@ -702,13 +749,21 @@ func (s *Server) Pause(wait time.Duration) bool {
 // has exited: until then its readers still read requests and leave them
 // unanswered.
 func (s *Server) Suspend(wait time.Duration) bool {
-	return s.fuse.Pause(wait)
+	return s.suspend(wait)
 }
 
-// Resume undoes Suspend: requests are served again, and the kernel is asked
-// to send again the ones left unanswered meanwhile (FUSE_NOTIFY_RESEND).
-// The error is the notification's (ENOSYS before Linux 6.9).
+func (s *Server) suspend(wait time.Duration) bool {
+	dev := s.fuse.Pause(wait)
+	return s.m.ring.Pause(wait) && dev
+}
+
+// Resume undoes Suspend: requests are served again, and the ones left
+// unanswered meanwhile are served (the kernel is asked to send /dev/fuse's
+// again, FUSE_NOTIFY_RESEND; the ring's queues take over what a successor
+// that ran meanwhile left in its entries). The error is the
+// notification's (ENOSYS before Linux 6.9).
 func (s *Server) Resume() error {
+	s.m.ring.Resume()
 	if st := s.fuse.Resume(); !st.Ok() {
 		return syscall.Errno(st)
 	}

@@ -43,8 +43,7 @@ func (m *Manager) takeKept(have map[string]bool) {
 	}
 	for name, why := range bad {
 		m.log.Warn("recover: a kept connection is ended: its state cannot be used", "name", name, "err", why)
-		m.store.Remove(name + ".fuse")
-		m.store.Remove(name + ".state")
+		transport.ForgetName(m.store, name)
 	}
 	m.kept = conns
 	for mp, c := range conns {

@@ -38,8 +38,13 @@ import (
 const (
 	stateMagic = "WSFSCONN"
 	// StateVersion is the version of the state format this build writes
-	// and reads.
-	StateVersion    = 1
+	// for a connection on the ring (Meta.Ring); it writes and reads
+	// stateVersionDev, the same format, for the others. A build that
+	// knows only stateVersionDev refuses a connection on the ring, which
+	// it could not serve (its requests come only through the ring), and
+	// mounts its session again.
+	StateVersion    = 2
+	stateVersionDev = 1
 	stateHeaderSize = 64 << 10
 	metaSize        = 32 << 10
 	// intentSlots is the size of the intent ring: more than the requests
@@ -72,6 +77,9 @@ type Meta struct {
 	// RootMountID is the mount ID (name_to_handle_at(2)) of the root's
 	// mount: file handles recorded with it open relative to the root.
 	RootMountID int `json:"root_mount_id"`
+	// Ring is the ring memory of a connection served over FUSE over
+	// io_uring (kept beside it as ConnName+".ring"), nil on /dev/fuse.
+	Ring *RingGeometry `json:"ring,omitempty"`
 }
 
 // Record kinds.
@@ -252,7 +260,11 @@ func (s *State) writeHeader(m Meta) error {
 	}
 	hdr := make([]byte, 16+len(js))
 	copy(hdr, stateMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], StateVersion)
+	v := uint32(stateVersionDev)
+	if m.Ring != nil {
+		v = StateVersion
+	}
+	binary.LittleEndian.PutUint32(hdr[8:], v)
 	binary.LittleEndian.PutUint32(hdr[12:], uint32(len(js)))
 	copy(hdr[16:], js)
 	if _, err := unix.Pwrite(s.fd, hdr, 0); err != nil {
@@ -359,7 +371,7 @@ func OpenState(fd int) (*State, Meta, *Live, error) {
 		unix.Close(fd)
 		return nil, m, nil, ErrStateCorrupt
 	}
-	if v := binary.LittleEndian.Uint32(hdr[8:]); v != StateVersion {
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != StateVersion && v != stateVersionDev {
 		unix.Close(fd)
 		return nil, m, nil, fmt.Errorf("%w (%d, this build reads %d)", ErrStateVersion, v, StateVersion)
 	}
@@ -692,39 +704,57 @@ func OpenHandle(mountFd int, typ int32, handle []byte, flags int) (int, error) {
 }
 
 // Conn is a connection taken from a Store: its /dev/fuse descriptor, its
-// state (open for appending), what the state says it is, and the nodes and
-// handles the kernel may still refer to.
+// state (open for appending), what the state says it is, the nodes and
+// handles the kernel may still refer to, and for a connection on the ring
+// (Meta.Ring) its ring memory's memfd (-1 otherwise; AdoptURing takes it).
 type Conn struct {
 	Name  string
 	Fuse  int
 	State *State
 	Meta  Meta
 	Live  *Live
+	Ring  int
 }
 
 // Close closes the connection's descriptors in this process (the store
 // keeps its own).
 func (c *Conn) Close() {
-	unix.Close(c.Fuse)
+	if c.Fuse >= 0 {
+		unix.Close(c.Fuse)
+		c.Fuse = -1
+	}
 	c.State.Close()
+	if c.Ring >= 0 {
+		unix.Close(c.Ring)
+		c.Ring = -1
+	}
 }
 
 // ConnName is the store name prefix for the connection mounted at
-// mountpoint; its descriptors are stored as ConnName+".fuse" and
-// ConnName+".state".
+// mountpoint; its descriptors are stored as ConnName+".fuse",
+// ConnName+".state" and, on the ring, ConnName+".ring".
 func ConnName(mountpoint string) string {
 	sum := sha256.Sum256([]byte(mountpoint))
 	return "wsfs-" + hex.EncodeToString(sum[:12])
 }
 
-// Keep stores a connection's descriptors under ConnName(m.Mountpoint).
-func Keep(st Store, fuseFd int, s *State, mountpoint string) error {
+// Keep stores a connection's descriptors under ConnName(m.Mountpoint):
+// its /dev/fuse descriptor, its state and, for a connection on the ring,
+// its ring memory (ringFd; -1 for none).
+func Keep(st Store, fuseFd int, s *State, mountpoint string, ringFd int) error {
 	name := ConnName(mountpoint)
+	if ringFd >= 0 {
+		if err := st.Put(name+".ring", ringFd); err != nil {
+			return err
+		}
+	}
 	if err := st.Put(name+".state", s.Fd()); err != nil {
+		st.Remove(name + ".ring")
 		return err
 	}
 	if err := st.Put(name+".fuse", fuseFd); err != nil {
 		st.Remove(name + ".state")
+		st.Remove(name + ".ring")
 		return err
 	}
 	s.CloseFd() // the store holds it now
@@ -734,15 +764,20 @@ func Keep(st Store, fuseFd int, s *State, mountpoint string) error {
 // Forget removes a connection from the store: once no process holds its
 // /dev/fuse descriptor any more, the kernel ends it (ENOTCONN).
 func Forget(st Store, mountpoint string) error {
-	name := ConnName(mountpoint)
+	return ForgetName(st, ConnName(mountpoint))
+}
+
+// ForgetName is Forget for the connection stored as name (ConnName).
+func ForgetName(st Store, name string) error {
 	err1 := st.Remove(name + ".fuse")
 	err2 := st.Remove(name + ".state")
-	return errors.Join(err1, err2)
+	err3 := st.Remove(name + ".ring")
+	return errors.Join(err1, err2, err3)
 }
 
 // TakeConns takes every connection kept in st, keyed by mountpoint. A
 // connection whose state cannot be read (another format version, a
-// corrupt header, a missing half) is not returned: it is named in bad, by
+// corrupt header, a missing part) is not returned: it is named in bad, by
 // store name, with the reason, and its descriptors are closed here (the
 // caller decides whether to Forget it).
 func TakeConns(st Store) (conns map[string]*Conn, bad map[string]error, err error) {
@@ -756,26 +791,44 @@ func TakeConns(st Store) (conns map[string]*Conn, bad map[string]error, err erro
 		if !ok {
 			continue
 		}
+		ring := -1
+		if rfd, ok := fds[base+".ring"]; ok {
+			ring = rfd
+			delete(fds, base+".ring")
+		}
+		fail := func(why error) {
+			unix.Close(fd)
+			if ring >= 0 {
+				unix.Close(ring)
+			}
+			bad[base] = why
+		}
 		sfd, ok := fds[base+".state"]
 		if !ok {
-			unix.Close(fd)
-			bad[base] = errors.New("no state kept beside the connection")
+			fail(errors.New("no state kept beside the connection"))
 			continue
 		}
 		delete(fds, base+".state")
 		s, meta, live, err := OpenState(sfd)
 		if err != nil {
-			unix.Close(fd)
-			bad[base] = err
+			fail(err)
 			continue
 		}
-		conns[meta.Mountpoint] = &Conn{Name: base, Fuse: fd, State: s, Meta: meta, Live: live}
+		if (meta.Ring != nil) != (ring >= 0) {
+			s.Close()
+			fail(errors.New("a connection on the ring kept without its ring memory, or ring memory without a ring"))
+			continue
+		}
+		conns[meta.Mountpoint] = &Conn{Name: base, Fuse: fd, State: s, Meta: meta, Live: live, Ring: ring}
 	}
 	for name, fd := range fds {
 		switch {
 		case strings.HasSuffix(name, ".state"):
 			unix.Close(fd)
 			bad[strings.TrimSuffix(name, ".state")] = errors.New("a state with no connection")
+		case strings.HasSuffix(name, ".ring"):
+			unix.Close(fd)
+			bad[strings.TrimSuffix(name, ".ring")] = errors.New("ring memory with no connection")
 		case !strings.HasSuffix(name, ".fuse"):
 			unix.Close(fd) // not a connection's (the API's listener: TakeNamed)
 		}

@@ -106,6 +106,16 @@ const (
 	inHeaderSize  = 40 // struct fuse_in_header
 	outHeaderSize = 16 // struct fuse_out_header
 	opSetlkw      = 33 // FUSE_SETLKW
+	opNotifyReply = 41 // FUSE_NOTIFY_REPLY
+
+	// notifyRetrieve is FUSE_NOTIFY_RETRIEVE (the code a notification
+	// carries in fuse_out_header.error).
+	notifyRetrieve = 5
+
+	// uniqueResend marks a request sent again (include/uapi/linux/
+	// fuse.h FUSE_UNIQUE_RESEND): a request taken over from a server
+	// that may have begun it is served with it (recoverSlots).
+	uniqueResend = 1 << 63
 
 	// entriesPerQueue ring entries are registered on each queue at
 	// Start: one request is served at a time per queue (inline, on the
@@ -128,6 +138,7 @@ const (
 
 	userDataWake     = 1 << 62 // the eventfd read that wakes a queue
 	userDataFallback = 1 << 61 // the REGISTER that turns the ring off
+	userDataGuard    = 1 << 60 // the poll that guards the entries at exit (armGuard)
 )
 
 // MaxRingThreads bounds the queue threads of all of a process's rings
@@ -161,6 +172,21 @@ type URing struct {
 	active  atomic.Bool
 	devFd   int
 	wg      sync.WaitGroup
+	// mem holds every entry's buffers (ringmem.go); owner marks the
+	// slots this URing registered.
+	mem   *ringMem
+	owner uint64
+	// adopted says the connection was served before (its ring memory
+	// taken from a predecessor): Serve recovers the requests the
+	// predecessor's entries hold and kicks every queue.
+	adopted bool
+	// gate holds the queues between Start and Serve, and while paused
+	// (Pause, Resume).
+	gate gate
+	// files returns regular files the kernel holds (SetHeldFiles);
+	// kicks numbers the kicks' uniques.
+	files atomic.Pointer[func() []uint64]
+	kicks atomic.Uint64
 	// conn names the connection in fusectl (/sys/fs/fuse/connections),
 	// found at Start; "" when unknown.
 	conn string
@@ -221,18 +247,90 @@ func NewURing(mode Mode, maxWrite int, log *slog.Logger) (*URing, error) {
 	page := os.Getpagesize()
 	payload := max(maxWrite, 8192)
 	payload = (payload + page - 1) / page * page
-	u := &URing{log: log, payload: payload, devFd: -1, failQueue: -1}
+	mem, err := newRingMem(n, payload)
+	if err != nil {
+		ringThreads.Add(-int64(n))
+		return nil, uringSetupFailed(mode, log, err)
+	}
+	u, err := newURing(log, mem, n)
+	if err != nil {
+		return nil, uringSetupFailed(mode, log, err)
+	}
+	return u, nil
+}
+
+// newURing starts n queues on ring memory mem (taken over: closed when
+// the queues end, or here on error); ringThreads counts them already.
+func newURing(log *slog.Logger, mem *ringMem, n int) (*URing, error) {
+	u := &URing{log: log, payload: mem.g.Payload, devFd: -1, failQueue: -1, mem: mem, owner: newOwner()}
+	u.gate.init()
 	for qid := range n {
 		q, err := newQueue(u, qid)
 		if err != nil {
 			u.Close()
 			// Each started queue gave its thread back as it ended.
 			ringThreads.Add(-int64(n - qid - 1))
-			return nil, uringSetupFailed(mode, log, err)
+			return nil, err
 		}
 		u.queues = append(u.queues, q)
 	}
 	return u, nil
+}
+
+// AdoptURing prepares FUSE over io_uring for a connection taken over
+// from a predecessor whose INIT negotiated it (Conn.Ring, Meta.Ring):
+// its ring memory, the memfd ringFd (owned by the URing from then on,
+// also on error) of geometry g, is mapped where the predecessor had it,
+// so that Serve can take over the requests its entries hold. Such a
+// connection has no /dev/fuse fallback: the kernel sends its requests
+// only through the ring once it was ready, so an error here leaves it
+// unservable (the caller ends it). Start and Serve as for NewURing.
+func AdoptURing(ringFd int, g RingGeometry, log *slog.Logger) (*URing, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	n, err := possibleCPUs()
+	if err != nil {
+		unix.Close(ringFd)
+		return nil, err
+	}
+	if n != g.Queues {
+		unix.Close(ringFd)
+		return nil, fmt.Errorf("fuse transport io-uring: the connection has %d ring queues, this machine %d possible CPUs", g.Queues, n)
+	}
+	mem, err := openRingMem(ringFd, g)
+	if err != nil {
+		unix.Close(ringFd)
+		return nil, fmt.Errorf("fuse transport io-uring: %w", err)
+	}
+	// A connection on the ring is served on it whatever the bound: it
+	// has no other way (the predecessor kept within it).
+	ringThreads.Add(int64(n))
+	u, err := newURing(log, mem, n)
+	if err != nil {
+		return nil, fmt.Errorf("fuse transport io-uring: %w", err)
+	}
+	u.adopted = true
+	return u, nil
+}
+
+// MemFd returns the ring memory's memfd (owned by the URing), for a caller
+// that keeps the connection (Keep), and Geometry what a successor needs to
+// map it (Meta.Ring). nil-safe: -1 and nil without a ring.
+func (u *URing) MemFd() int {
+	if u == nil {
+		return -1
+	}
+	return u.mem.fd
+}
+
+// Geometry returns the ring memory's geometry (nil without a ring).
+func (u *URing) Geometry() *RingGeometry {
+	if u == nil {
+		return nil
+	}
+	g := u.mem.g
+	return &g
 }
 
 func uringSetupFailed(mode Mode, log *slog.Logger, err error) error {
@@ -261,11 +359,13 @@ func (u *URing) Close() {
 		q.start <- -1
 	}
 	u.wg.Wait()
+	u.mem.close()
 }
 
 // Start registers every queue's entries on srv's connection, mounted at
 // mountpoint, once go-fuse has answered INIT (fuse.NewServer returned),
-// and returns nil when the kernel now sends requests through the ring.
+// and returns nil when the kernel now sends requests through the ring;
+// the queues serve them from Serve on.
 // Otherwise the connection stays on /dev/fuse, never half-served: when
 // the kernel did not accept FUSE_OVER_IO_URING, nothing is registered;
 // when a registration fails, the ring is turned off for the connection
@@ -295,12 +395,13 @@ func (u *URing) Start(srv *fuse.Server, mountpoint string) error {
 		return fmt.Errorf("fuse transport: %w", err)
 	}
 	u.devFd = fd
-	u.conn = connName(mountpoint)
+	u.conn = FusectlName(mountpoint)
 	go func() {
-		// The queues' commands name the descriptor until the last
-		// queue ends.
+		// The queues' commands name the descriptor and the ring
+		// memory until the last queue ends.
 		u.wg.Wait()
 		unix.Close(fd)
+		u.mem.close()
 	}()
 	for _, q := range u.queues {
 		q.srv = srv
@@ -315,10 +416,19 @@ func (u *URing) Start(srv *fuse.Server, mountpoint string) error {
 	// The verdict: every queue serves (the ring is ready: the kernel
 	// made it so when the last queue registered), or the first queue
 	// with a working ring turns the ring off and all wait for the end.
+	// A connection taken over has no way back to /dev/fuse: its queues
+	// serve what they can, and the caller hears why one cannot.
 	for i, q := range u.queues {
-		q.verdict <- failed == nil || i != 0
+		q.verdict <- failed == nil || i != 0 || u.adopted
 	}
 	if failed != nil {
+		// The queues run to the connection's end (turned off, or
+		// serving what they can), held by no gate.
+		u.gate.open(false)
+		if u.adopted {
+			u.active.Store(true)
+			return failed
+		}
 		logChoice(u.log, "fuse transport: "+NameDev+" (io_uring registration failed)", "err", failed)
 		return failed
 	}
@@ -380,6 +490,15 @@ type queue struct {
 	// waiter's failed (logged once per queue).
 	extraFailed bool
 
+	// committing are the entries whose COMMIT_AND_FETCH is queued and
+	// not yet seen submitted (markSubmitted).
+	committing []int
+	// pinned says the thread runs on the queue's CPU only.
+	pinned bool
+	// seen is the number of the gate's last opening the queue acted on
+	// (opened).
+	seen uint64
+
 	mu    sync.Mutex
 	done  []int // entries an off-thread request has answered
 	async int   // off-thread requests running
@@ -398,7 +517,8 @@ func newQueue(u *URing, qid int) (*queue, error) {
 
 // run is the queue's goroutine: locked to its thread for good (the
 // ring is SINGLE_ISSUER and its completions run as task work of the
-// thread that waits), pinned to the queue's CPU when it may run there.
+// thread that submitted), pinned to the queue's CPU when it may run
+// there.
 func (q *queue) run(made chan<- error) {
 	defer q.u.wg.Done()
 	defer ringThreads.Add(-1) // before Done: Wait sees the thread given back
@@ -408,7 +528,7 @@ func (q *queue) run(made chan<- error) {
 	// Best effort: a CPU outside the process's cpuset (or offline)
 	// leaves the thread unpinned; the kernel still queues that CPU's
 	// callers here.
-	_ = unix.SchedSetaffinity(0, &set)
+	q.pinned = unix.SchedSetaffinity(0, &set) == nil
 	if err := q.setup(); err != nil {
 		q.teardown()
 		made <- err
@@ -456,58 +576,92 @@ func (q *queue) setup() error {
 	return nil
 }
 
-// entry is one ring entry: its header (struct fuse_uring_req_header) in
-// the first page of its mapping, its payload buffer after it, and the
-// iovec pair REGISTER names (the kernel reads it at submission).
+// entry is one ring entry: a slot of the connection's ring memory
+// (ringmem.go), whose header page holds the kernel's header (hdr) and the
+// slot's metadata (md), and whose payload buffer follows; and the iovec
+// pair REGISTER names (the kernel reads it at submission).
 type entry struct {
-	mem []byte // the mapping: a page for the header, then the payload
-	hdr []byte
-	pay []byte
-	iov [2]unix.Iovec
+	slot int
+	md   meta
+	hdr  []byte
+	pay  []byte
+	iov  [2]unix.Iovec
 	// op is the command of the entry's last submission (REGISTER or
 	// COMMIT_AND_FETCH), on ring on at position seq; 0 while the entry
 	// is with the server (a request in it) or given back (on nil).
 	op  uint32
 	on  *ring
 	seq uint32
+	// resend marks a request taken over from a server that may have
+	// begun it (recoverSlots): it is served with FUSE_UNIQUE_RESEND's
+	// mark, so that the file system answers a repetition as its
+	// predecessor's work (fusefs keepReply.again).
+	resend bool
 }
 
-// addEntry maps a new entry's buffers and returns its index (not yet
-// registered). MAP_NORESERVE: the payload's pages cost memory only once
-// the kernel copies a request into them.
-func (q *queue) addEntry() (int, error) {
-	page := os.Getpagesize()
-	mem, err := unix.Mmap(-1, 0, page+q.u.payload, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
-	if err != nil {
-		return 0, fmt.Errorf("mmap of a ring entry's buffers: %w", err)
-	}
-	e := &entry{mem: mem, hdr: mem[:headerSize], pay: mem[page:]}
+// entryAt returns an entry for ring memory slot s (its owner's already).
+func (q *queue) entryAt(s int) *entry {
+	mem := q.u.mem.slot(s)
+	e := &entry{slot: s, md: q.u.mem.meta(s), hdr: mem[:headerSize], pay: mem[os.Getpagesize():]}
 	e.iov[0].Base = &e.hdr[0]
 	e.iov[0].SetLen(headerSize)
 	e.iov[1].Base = &e.pay[0]
 	e.iov[1].SetLen(q.u.payload)
-	// A slot an entry left with a closed ring (rebuild) first: no
-	// completion names it any more.
+	return e
+}
+
+// addEntry claims a free slot of the queue for a new entry and returns
+// its index (not yet registered). The slot's pages cost memory only
+// once the kernel copies a request into them.
+func (q *queue) addEntry() (int, error) {
+	rm := q.u.mem
+	for k := range rm.g.PerQueue {
+		s := rm.slotOf(q.qid, k)
+		if !rm.meta(s).claim(0, q.u.owner) {
+			continue
+		}
+		e := q.entryAt(s)
+		// No request or reply of an earlier entry in the slot may look
+		// like one of this entry's (recoverSlots reads the header).
+		clear(e.hdr[:inHeaderSize])
+		return q.place(e), nil
+	}
+	return 0, errors.New("no free slot left in the queue's ring memory")
+}
+
+// place puts e in a free index of the queue's entries (one an entry left
+// first: no completion names it any more) and returns the index.
+func (q *queue) place(e *entry) int {
 	for i, old := range q.ents {
 		if old == nil {
 			q.ents[i] = e
-			return i, nil
+			return i
 		}
 	}
 	q.ents = append(q.ents, e)
-	return len(q.ents) - 1, nil
+	return len(q.ents) - 1
+}
+
+// drop forgets entry i, which the kernel no longer holds, and frees its
+// slot.
+func (q *queue) drop(i int) {
+	q.ents[i].md.release()
+	q.ents[i] = nil
 }
 
 func (q *queue) teardown() {
 	if q.r != nil {
 		q.r.close()
 	}
+	q.mu.Lock()
 	if q.efd >= 0 {
 		unix.Close(q.efd)
+		q.efd = -1
 	}
-	for _, e := range q.ents {
+	q.mu.Unlock()
+	for i, e := range q.ents {
 		if e != nil {
-			unix.Munmap(e.mem)
+			q.drop(i)
 		}
 	}
 	q.ents = nil
@@ -517,14 +671,18 @@ func (q *queue) teardown() {
 }
 
 // cmdSQE fills a URING_CMD entry for ring entry e (cmd_op op) on the
-// connection fd.
+// connection fd. A REGISTER arms the entry's slot: the kernel may copy a
+// request into it from the moment it takes the command.
 func (q *queue) cmdSQE(s *sqe, seq uint32, fd int, op uint32, e int, qid uint16, commitID uint64) {
 	ent := q.ents[e]
 	ent.op, ent.on, ent.seq = op, q.r, seq
+	if op == uringCmdRegister {
+		ent.md.setState(slotArmed)
+	}
 	s.Opcode = ioringOpURingCmd
 	s.Fd = int32(fd)
 	s.Off = uint64(op)
-	s.Addr = uint64(uintptr(unsafe.Pointer(&q.ents[e].iov[0])))
+	s.Addr = uint64(uintptr(unsafe.Pointer(&ent.iov[0])))
 	s.Len = 2
 	s.UserData = uint64(e)
 	// struct fuse_uring_cmd_req {u64 flags; u64 commit_id; u16 qid}
@@ -547,16 +705,24 @@ func (q *queue) register(fd int) (int, error) {
 	q.r.reap(func(c cqe) {
 		if c.Res < 0 {
 			live--
+			q.drop(int(c.UserData))
 			if failed == nil {
 				failed = fmt.Errorf("FUSE_IO_URING_CMD_REGISTER: %w", unix.Errno(-c.Res))
 			}
 			return
 		}
 		// A request already (the ring got ready): serve it in the loop.
-		q.ents[c.UserData].op = 0
+		q.took(int(c.UserData))
 		q.early = append(q.early, int(c.UserData))
 	})
 	return live, failed
+}
+
+// took marks entry e as holding a request the server took (its
+// completion reaped).
+func (q *queue) took(e int) {
+	q.ents[e].op = 0
+	q.ents[e].md.setState(slotHeld)
 }
 
 // turnOff sends the REGISTER the kernel refuses (a queue id past the
@@ -564,13 +730,15 @@ func (q *queue) register(fd int) (int, error) {
 // back waiting for the ring go to /dev/fuse (fs/fuse/dev_uring.c,
 // fuse_uring_cmd).
 func (q *queue) turnOff(fd int) {
-	// The command names entry 0's buffers, but is refused: the entry
-	// stays as it was.
-	e0 := *q.ents[0]
-	s, seq := q.nextSQE()
-	q.cmdSQE(s, seq, fd, uringCmdRegister, 0, 0xffff, 0)
+	// The kernel refuses the queue id before it looks at the buffers
+	// (fuse_uring_register), so none are named.
+	s, _ := q.nextSQE()
+	s.Opcode = ioringOpURingCmd
+	s.Fd = int32(fd)
+	s.Off = uringCmdRegister
+	s.Len = 2
 	s.UserData = userDataFallback
-	q.ents[0].op, q.ents[0].on, q.ents[0].seq = e0.op, e0.on, e0.seq
+	binary.LittleEndian.PutUint16(s.Cmd[16:], 0xffff)
 	if err := q.r.enter(false); err != nil {
 		q.u.log.Warn("fuse transport: turning the ring off", "err", err)
 	}
@@ -583,15 +751,24 @@ var faultEnter func(q *queue) error
 
 // loop serves completions until the kernel has given back every entry
 // (the connection ended: each comes back with ENOTCONN or ECONNABORTED)
-// and no off-thread request runs. When the ring fails, the queue is
-// rebuilt on a new one (rebuild), or the connection ended.
+// and no off-thread request runs, parking at the gate while it is shut
+// (before Serve, and between Pause and Resume). When the ring fails, the
+// queue is rebuilt on a new one (rebuild), or the connection ended.
 func (q *queue) loop(fd int) {
 	q.armWake()
-	for _, e := range q.early {
-		q.serve(fd, e)
-	}
-	q.early = nil
-	for q.live > 0 || q.running() > 0 {
+	q.armGuard()
+	for {
+		if q.u.gate.shut.Load() {
+			q.park(fd)
+		}
+		q.opened(fd)
+		for _, e := range q.early {
+			q.serve(fd, e)
+		}
+		q.early = nil
+		if q.live <= 0 && q.running() == 0 {
+			return
+		}
 		err := q.broken
 		if err == nil && faultEnter != nil {
 			err = faultEnter(q)
@@ -605,6 +782,7 @@ func (q *queue) loop(fd int) {
 			}
 			continue
 		}
+		q.markSubmitted()
 		q.r.reap(func(c cqe) { q.complete(fd, c) })
 	}
 }
@@ -616,14 +794,19 @@ func (q *queue) complete(fd int, c cqe) {
 		q.armWake()
 		q.commitDone(fd)
 	case c.UserData == userDataFallback:
+	case c.UserData == userDataGuard:
+		if c.Res != -int32(unix.ECANCELED) {
+			q.armGuard()
+		}
 	case c.Res < 0:
 		// ENOTCONN/ECONNABORTED: the connection ended; ENOENT: a
 		// commit the kernel no longer knows (the request was
-		// aborted); a REGISTER refused. The entry is gone.
-		q.ents[c.UserData].op, q.ents[c.UserData].on = 0, nil
+		// aborted, or answered already: recoverSlots); a REGISTER
+		// refused. The entry is gone.
+		q.drop(int(c.UserData))
 		q.live--
 	default:
-		q.ents[c.UserData].op = 0
+		q.took(int(c.UserData))
 		q.serve(fd, int(c.UserData))
 	}
 }
@@ -645,8 +828,52 @@ func (q *queue) running() int {
 	return q.async
 }
 
+// armGuard queues a poll of an idle io_uring's descriptor (guardRing),
+// which never completes: a request on an io_uring file counts as
+// in flight for the thread's exit (io_file_get_normal tracks it), so that
+// when the process dies its exit cancels the entries while the thread
+// can still copy requests in (io_uring_files_cancel runs before do_exit
+// marks the thread exiting). Without one, the free entries of a dead
+// thread were cancelled only when the ring was torn down, and a request
+// the kernel gave one meanwhile ended with ECANCELED (uring_takeover.go).
+func (q *queue) armGuard() {
+	fd, err := guardRing()
+	if err != nil {
+		guardOnce.Do(func() {
+			q.u.log.Warn("fuse transport: no guard for the ring entries at exit: a request given to one as this process dies may fail with ECANCELED", "err", err)
+		})
+		return
+	}
+	s, _ := q.nextSQE()
+	s.Opcode = ioringOpPollAdd
+	s.Fd = int32(fd)
+	s.OpFlags = unix.POLLIN
+	s.UserData = userDataGuard
+}
+
+var (
+	guardOnce    sync.Once
+	guardRingFd  int
+	guardRingErr error
+	guardMade    sync.Once
+)
+
+// guardRing returns the process's idle io_uring (made once, never
+// closed), whose descriptor the queues' guard polls wait on.
+func guardRing() (int, error) {
+	guardMade.Do(func() {
+		r, err := newRing(1)
+		if err != nil {
+			guardRingErr = err
+			return
+		}
+		guardRingFd = r.fd
+	})
+	return guardRingFd, guardRingErr
+}
+
 // armWake queues a read of the eventfd an off-thread request writes when
-// it has answered.
+// it has answered (and Pause, to have the queue look at its gate).
 func (q *queue) armWake() {
 	s, _ := q.nextSQE()
 	s.Opcode = ioringOpRead
@@ -655,6 +882,18 @@ func (q *queue) armWake() {
 	s.Len = 8
 	s.Off = ^uint64(0)
 	s.UserData = userDataWake
+}
+
+// wake makes the queue's thread turn its loop (from any thread); a no-op
+// once the queue has ended.
+func (q *queue) wake() {
+	var one [8]byte
+	binary.LittleEndian.PutUint64(one[:], 1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.efd >= 0 {
+		unix.Write(q.efd, one[:])
+	}
 }
 
 // serve answers the request in entry e: inline, or for a SETLKW (which
@@ -674,9 +913,7 @@ func (q *queue) serve(fd, e int) {
 			q.async--
 			q.done = append(q.done, e)
 			q.mu.Unlock()
-			var one [8]byte
-			binary.LittleEndian.PutUint64(one[:], 1)
-			unix.Write(q.efd, one[:])
+			q.wake()
 		}()
 		return
 	}
@@ -703,34 +940,85 @@ func (q *queue) replace(fd int) {
 	q.live++
 }
 
-// handle serves the request in entry ent with go-fuse and leaves the
-// reply in the entry: fuse_out_header in in_out, the rest in the payload
-// buffer, its length in payload_sz.
+// stage returns the queue's staging buffer (ringmem.go): where the reply
+// to a request that carries a payload is written, so that the request
+// stays whole in its entry until the reply is complete.
+func (q *queue) stage() []byte {
+	return q.u.mem.slot(q.u.mem.stageOf(q.qid))[os.Getpagesize():]
+}
+
+// handle serves the request in entry ent with go-fuse and publishes the
+// reply into the entry: fuse_out_header in in_out, the rest in the
+// payload buffer, its length in payload_sz (slotReplied). Until the
+// reply is complete the request stays whole in the entry, so that a
+// successor can serve it again when this process dies meanwhile
+// (recoverSlots): the reply's header is written into the slot's
+// metadata, and its payload into the queue's staging buffer when the
+// request has a payload of its own (names, written data, xattr values),
+// else straight into the payload buffer (a READ's data, a listing).
+// Off-thread requests (SETLKW) carry no payload and never stage.
 func (q *queue) handle(ent *entry) {
-	h, p := ent.hdr, ent.pay
+	h, p, rh := ent.hdr, ent.pay, ent.md.replyHdr()
 	length := int(binary.LittleEndian.Uint32(h[hdrInOut:]))
+	opcode := binary.LittleEndian.Uint32(h[hdrInOut+4:])
 	unique := binary.LittleEndian.Uint64(h[hdrInOut+8:])
 	paySz := int(binary.LittleEndian.Uint32(h[hdrPayloadSz:]))
 	// The operation's header (in_args[0]) is in op_in, the other
 	// arguments in the payload: the header's length counts them all.
 	opSz := length - inHeaderSize - paySz
 	n, st := 0, fuse.EIO
-	if opSz >= 0 && opSz <= hdrEntInOut-hdrOpIn && paySz <= len(p) {
-		in := [][]byte{h[hdrInOut : hdrInOut+inHeaderSize], h[hdrOpIn : hdrOpIn+opSz], p[:paySz]}
-		out := [][]byte{h[hdrInOut : hdrInOut+outHeaderSize], p}
-		n, st = q.srv.HandleRequest(in, out)
+	staged := false
+	switch {
+	case opcode == opNotifyReply:
+		// A kick's (kick): the kernel takes no data back.
+		binary.LittleEndian.PutUint32(rh[0:], outHeaderSize)
+		binary.LittleEndian.PutUint32(rh[4:], 0)
+		n, st = outHeaderSize, fuse.OK
+	case opSz >= 0 && opSz <= hdrEntInOut-hdrOpIn && paySz <= len(p):
+		inHdr := h[hdrInOut : hdrInOut+inHeaderSize]
+		if ent.resend {
+			c := make([]byte, inHeaderSize)
+			copy(c, inHdr)
+			binary.LittleEndian.PutUint64(c[8:], unique|uniqueResend)
+			inHdr = c
+		}
+		out := p
+		if paySz > 0 {
+			out, staged = q.stage(), true
+		}
+		in := [][]byte{inHdr, h[hdrOpIn : hdrOpIn+opSz], p[:paySz]}
+		n, st = q.srv.HandleRequest(in, [][]byte{rh, out})
 	}
 	if !st.Ok() || n < outHeaderSize {
 		if st.Ok() {
 			st = fuse.EIO
 		}
-		binary.LittleEndian.PutUint32(h[hdrInOut:], outHeaderSize)
-		binary.LittleEndian.PutUint32(h[hdrInOut+4:], uint32(-int32(st)))
-		binary.LittleEndian.PutUint64(h[hdrInOut+8:], unique)
-		n = outHeaderSize
+		binary.LittleEndian.PutUint32(rh[0:], outHeaderSize)
+		binary.LittleEndian.PutUint32(rh[4:], uint32(-int32(st)))
+		n, staged = outHeaderSize, false
 	}
-	binary.LittleEndian.PutUint32(h[hdrPayloadSz:], uint32(n-outHeaderSize))
+	// The kernel's unique, without the mark a taken-over request was
+	// served with (it checks the reply's against its own).
+	binary.LittleEndian.PutUint64(rh[8:], unique)
+	ent.resend = false
+	ent.md.setReply(n-outHeaderSize, staged && n > outHeaderSize)
+	q.publish(ent)
 	q.u.served.Add(1)
+}
+
+// publish copies the complete reply of entry ent (handle) into place.
+// Doing it again is harmless: recoverSlots finishes a publish a dead
+// server began (slotPublishing).
+func (q *queue) publish(ent *entry) {
+	md := ent.md
+	md.setState(slotPublishing)
+	n, staged := md.reply()
+	if staged {
+		copy(ent.pay[:n], q.stage()[:n])
+	}
+	copy(ent.hdr[hdrInOut:hdrInOut+outHeaderSize], md.replyHdr())
+	binary.LittleEndian.PutUint32(ent.hdr[hdrPayloadSz:], uint32(n))
+	md.setState(slotReplied)
 }
 
 // nextSQE returns a submission entry to fill and its position
@@ -748,6 +1036,7 @@ func (q *queue) nextSQE() (*sqe, uint32) {
 			q.scratch = sqe{}
 			return &q.scratch, seq
 		}
+		q.markSubmitted()
 		s, seq = q.r.getSQE()
 	}
 	return s, seq
@@ -760,6 +1049,25 @@ func (q *queue) commit(fd, e int) {
 	h := q.ents[e].hdr
 	s, seq := q.nextSQE()
 	q.cmdSQE(s, seq, fd, uringCmdCommitAndFetch, e, uint16(q.qid), binary.LittleEndian.Uint64(h[hdrCommitID:]))
+	q.committing = append(q.committing, e)
+}
+
+// markSubmitted arms the slots of the entries whose COMMIT_AND_FETCH the
+// kernel has taken (it copied the reply out during the submission): a
+// reply left in a slot is then no longer one to commit (recoverSlots).
+func (q *queue) markSubmitted() {
+	keep := q.committing[:0]
+	for _, i := range q.committing {
+		e := q.ents[i]
+		switch {
+		case e == nil || e.op != uringCmdCommitAndFetch:
+		case e.on == q.r && q.r.consumed(e.seq):
+			e.md.setState(slotArmed)
+		default:
+			keep = append(keep, i)
+		}
+	}
+	q.committing = keep
 }
 
 // possibleCPUs counts /sys/devices/system/cpu/possible (the kernel makes

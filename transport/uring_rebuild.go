@@ -31,12 +31,13 @@ import (
 //     requests go to them, not to the old ring's.
 //   - Closing the old ring cancels its free entries (fuse_uring_cancel:
 //     they leave the free list and are never used again), but a request
-//     the kernel has already given to one of them and whose delivery is
-//     deferred to the ring's thread (DEFER_TASKRUN) is never copied out
-//     once the ring is dying (fuse_uring_send_in_task with
-//     IO_URING_F_TASK_DEAD): it would wait until the connection ends. So
-//     the old ring is drained (its deferred work run, its completions
-//     reaped) before it is closed, after the new entries are registered.
+//     the kernel has already given to one of them and whose copy into the
+//     entry is still task work of the ring's thread is not copied once
+//     the ring is dying (fuse_uring_send_in_task with
+//     IO_URING_F_TASK_DEAD): it is ended with ECANCELED (Linux 6.18; it
+//     waited for the connection's end before). So the old ring is
+//     drained (its task work run, its completions reaped) before it is
+//     closed, after the new entries are registered.
 //   - The requests queued for an entry (none free) are handed out by the
 //     next COMMIT_AND_FETCH on the queue (fuse_uring_next_fuse_req);
 //     there are such requests only while every entry holds one, and those
@@ -73,6 +74,7 @@ func (q *queue) rebuild(fd int, cause error) bool {
 	q.r = r2
 	q.u.rebuilt.Add(1)
 	q.armWake()
+	q.armGuard()
 	// What the kernel never took from the old ring goes through the new
 	// one: a commit queued there carries a reply a caller waits for.
 	fresh := 0
@@ -120,8 +122,7 @@ func (q *queue) rebuild(fd int, cause error) bool {
 	// entry the kernel holds was submitted on the new ring above).
 	for i, e := range q.ents {
 		if e != nil && e.on == old && e.op != 0 {
-			unix.Munmap(e.mem)
-			q.ents[i] = nil
+			q.drop(i)
 			q.live--
 		}
 	}
@@ -146,12 +147,12 @@ func (q *queue) drain(r *ring, held *[]int) error {
 		}
 		n := r.reap(func(c cqe) {
 			switch {
-			case c.UserData == userDataWake, c.UserData == userDataFallback:
+			case c.UserData == userDataWake, c.UserData == userDataFallback, c.UserData == userDataGuard:
 			case c.Res < 0:
-				q.ents[c.UserData].op, q.ents[c.UserData].on = 0, nil
+				q.drop(int(c.UserData))
 				q.live--
 			default:
-				q.ents[c.UserData].op = 0
+				q.took(int(c.UserData))
 				*held = append(*held, int(c.UserData))
 			}
 		})
@@ -186,11 +187,11 @@ func (q *queue) giveUp(cause, err error) bool {
 // fusectlDir is where the fusectl file system lists FUSE connections.
 const fusectlDir = "/sys/fs/fuse/connections"
 
-// connName returns the fusectl name of the connection mounted at
+// FusectlName returns the fusectl(5) name of the connection mounted at
 // mountpoint (its device number as the kernel encodes it, major << 20 |
 // minor), or "" when it cannot be read. AT_STATX_DONT_SYNC: the kernel
 // answers from the superblock without asking the server.
-func connName(mountpoint string) string {
+func FusectlName(mountpoint string) string {
 	if mountpoint == "" {
 		return ""
 	}

@@ -2,7 +2,9 @@ package transport
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -14,7 +16,6 @@ const (
 	ioringSetupCoopTaskrun  = 1 << 8
 	ioringSetupSQE128       = 1 << 10
 	ioringSetupSingleIssuer = 1 << 12
-	ioringSetupDeferTaskrun = 1 << 13
 
 	ioringFeatSingleMmap = 1 << 0
 
@@ -23,7 +24,9 @@ const (
 	ioringOffSQEs   = 0x10000000
 
 	ioringEnterGetevents = 1 << 0
+	ioringEnterExtArg    = 1 << 3
 
+	ioringOpPollAdd  = 6
 	ioringOpRead     = 22
 	ioringOpURingCmd = 46
 
@@ -78,8 +81,12 @@ type cqe struct {
 }
 
 // ring is one io_uring instance, made and used by one OS thread
-// (IORING_SETUP_SINGLE_ISSUER, DEFER_TASKRUN: completions are posted
-// while that thread waits in io_uring_enter).
+// (IORING_SETUP_SINGLE_ISSUER, COOP_TASKRUN: a request the kernel gives
+// one of its entries is copied in by task work at the thread's next
+// return to user space, without an interrupt of its own). Not
+// DEFER_TASKRUN, which would run that work only while the thread waits
+// in io_uring_enter, and cancel it (the request ended with ECANCELED)
+// when the thread dies before: uring_takeover.go.
 type ring struct {
 	fd      int
 	sqMem   []byte
@@ -101,7 +108,7 @@ type ring struct {
 // two) and maps its rings. The calling goroutine must stay locked to its
 // OS thread for the ring's life.
 func newRing(entries uint32) (*ring, error) {
-	p := ioURingParams{Flags: ioringSetupSQE128 | ioringSetupSingleIssuer | ioringSetupDeferTaskrun | ioringSetupCoopTaskrun}
+	p := ioURingParams{Flags: ioringSetupSQE128 | ioringSetupSingleIssuer | ioringSetupCoopTaskrun}
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
@@ -202,10 +209,38 @@ func (r *ring) enter(wait bool) error {
 	}
 }
 
-// poll runs the ring's deferred work (IORING_SETUP_DEFER_TASKRUN: a
-// request the kernel gave an entry reaches the completion ring only
-// while the ring's thread enters it with GETEVENTS) without submitting
-// anything or waiting.
+// waitFor blocks until a completion is posted or d has passed
+// (IORING_ENTER_EXT_ARG with a timeout: struct io_uring_getevents_arg),
+// submitting nothing; a timeout or a signal is no error.
+func (r *ring) waitFor(d time.Duration) error {
+	// On the heap, which never moves: the kernel reads the timespec
+	// through a pointer stored as an integer.
+	ts := new(unix.Timespec)
+	*ts = unix.NsecToTimespec(d.Nanoseconds())
+	arg := new(getEventsArg)
+	arg.ts = uint64(uintptr(unsafe.Pointer(ts)))
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 1, ioringEnterGetevents|ioringEnterExtArg,
+		uintptr(unsafe.Pointer(arg)), unsafe.Sizeof(*arg))
+	runtime.KeepAlive(ts)
+	switch errno {
+	case 0, unix.ETIME, unix.EINTR:
+		return nil
+	}
+	return fmt.Errorf("io_uring_enter: %w", errno)
+}
+
+// getEventsArg is struct io_uring_getevents_arg {u64 sigmask; u32
+// sigmask_sz, min_wait_usec; u64 ts}.
+type getEventsArg struct {
+	sigmask   uint64
+	sigmaskSz uint32
+	minWait   uint32
+	ts        uint64
+}
+
+// poll runs the ring's pending task work (a request the kernel gave an
+// entry and has not yet copied in) and posts its completions, without
+// submitting anything or waiting.
 func (r *ring) poll() error {
 	for {
 		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 0, ioringEnterGetevents, 0, 0)

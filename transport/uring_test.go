@@ -153,6 +153,7 @@ func mountLoopbackWith(t *testing.T, mode Mode, ringMaxWrite, failQueue int) (*l
 		if m.startErr = u.Start(m.srv, m.mnt); m.startErr != nil {
 			t.Logf("on /dev/fuse: %v", m.startErr)
 		}
+		u.Serve()
 	}
 	return m, nil
 }
