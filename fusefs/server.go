@@ -79,6 +79,11 @@ func Mount(cfg Config) (*Server, error) {
 		if served, err = identity.Canonical(cfg.Backing); err != nil {
 			return nil, fmt.Errorf("backing %q: %s", cfg.Backing, describe(err))
 		}
+		if served != filepath.Clean(cfg.Backing) {
+			// A directory a session can change (a sub-session's, in its
+			// parent's layer) must not redirect the mount elsewhere.
+			return nil, fmt.Errorf("backing %q: not its physical path (%s): a symlink on the way", cfg.Backing, served)
+		}
 	}
 	rootFd, err := identity.OpenCanonical(served)
 	if err != nil {

@@ -60,6 +60,10 @@ type Layer struct {
 	mu   sync.Mutex
 	seen map[string]bool // relative paths with a baseline record
 	jf   *os.File        // the baseline journal, appended to
+	// subs are the sub-sessions whose mounts serve the layer besides its
+	// own session's (Manager: a layered session's descendants), by id:
+	// the layer is not removed while one is there.
+	subs map[string]bool
 
 	// ops serializes the verbs (diff, commit, discard; Manager's, through
 	// run) and Close, so that a verb runs without the session's lock and
@@ -91,7 +95,8 @@ func (l *Layer) Upper() string { return filepath.Join(l.Dir, layerUpper) }
 func (l *Layer) Merged() string { return filepath.Join(l.Dir, layerMerged) }
 
 // OpenLayer makes (when missing) the layer directory dir for the project
-// lower (canonical, a directory) and mounts the overlay at dir/merged,
+// lower (canonical, a directory) and mounts the overlay at dir/merged
+// (Layer.Dir is dir's physical path),
 // unless an overlay is mounted there already (a daemon that restarts finds
 // its predecessor's: a kernel mount outlives the process). dir must be
 // absolute, on a file system that supports trusted extended attributes
@@ -109,10 +114,20 @@ func OpenLayer(dir, lower string) (*Layer, error) {
 	if identity.Within(dir, lower) || identity.Within(lower, dir) {
 		return nil, fmt.Errorf("layer %q: overlaps the project %s (the layer must be outside it)", dir, lower)
 	}
-	l := &Layer{Dir: dir, Lower: lower, seen: map[string]bool{}}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("layer %q: %s", dir, identity.ErrnoText(err))
 	}
+	// Its physical path: a mount serves the merged tree by it
+	// (fusefs.Config.Backing, which must have no symlink on the way).
+	given := dir
+	dir, err := identity.Canonical(dir)
+	if err != nil {
+		return nil, fmt.Errorf("layer %q: %s", given, identity.ErrnoText(err))
+	}
+	if identity.Within(dir, lower) || identity.Within(lower, dir) {
+		return nil, fmt.Errorf("layer %q: overlaps the project %s physically (the layer must be outside it)", given, lower)
+	}
+	l := &Layer{Dir: dir, Lower: lower, seen: map[string]bool{}}
 	for _, d := range []string{layerUpper, layerWork, layerMerged} {
 		err := os.Mkdir(filepath.Join(dir, d), 0o700)
 		if err != nil && !errors.Is(err, os.ErrExist) {

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wsfs/wsfs/fusefs"
@@ -38,28 +40,103 @@ func removeLayerDir(dir string) error {
 func (l *Layer) Config(cfg fusefs.Config) fusefs.Config { return layered(cfg, l) }
 
 // layered returns cfg serving layer l's merged tree in the project's place
-// (cfg unchanged when l is nil): no watcher (host changes below an overlay
-// raise no events on it), so the kernel's caches keep the short timeouts,
-// and every allowed write first records the project's baseline.
+// (cfg unchanged when l is nil): the merged directory at cfg.Root's place
+// in the project (the merged root for the project itself, a directory of
+// it for a sub-session's root inside the project: backingOf), no watcher
+// (host changes below an overlay raise no events on it), so the kernel's
+// caches keep the short timeouts, and every allowed write first records
+// the project's baseline.
 func layered(cfg fusefs.Config, l *Layer) fusefs.Config {
 	if l == nil {
 		return cfg
 	}
-	cfg.Backing = l.Merged()
+	cfg.Backing = l.backingOf(cfg.Root)
 	cfg.BeforeWrite = l.Before
 	cfg.NoWatch = true
 	return cfg
+}
+
+// backingOf returns the merged directory that stands for root, the
+// project or a directory inside it (canonical): Merged() joined with
+// root's path below the project. Which object is there is the overlay's to
+// say (fusefs.Mount opens it refusing a symlink on the way).
+func (l *Layer) backingOf(root string) string {
+	rel, err := filepath.Rel(l.Lower, root)
+	if err != nil || rel == "." {
+		return l.Merged()
+	}
+	return filepath.Join(l.Merged(), rel)
+}
+
+// addSub records sub-session id as serving the layer (Remove of its
+// session is refused meanwhile); dropSub forgets it.
+func (l *Layer) addSub(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.subs == nil {
+		l.subs = map[string]bool{}
+	}
+	l.subs[id] = true
+}
+
+// dropSub forgets sub-session id (addSub).
+func (l *Layer) dropSub(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.subs, id)
+}
+
+// users returns the sub-sessions serving the layer, sorted.
+func (l *Layer) users() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Sorted(maps.Keys(l.subs))
+}
+
+// subLayer returns the layer session owner's mount serves, for its
+// descendant id being created or recovered, and records id as serving it
+// (addSub, under the owner's lock: a Remove of the owner sees it): the
+// owner must exist, run on its own layer and be mounted. Errors name both
+// sessions.
+func (m *Manager) subLayer(id, owner string) (*Layer, error) {
+	m.mu.Lock()
+	o := m.sessions[owner]
+	m.mu.Unlock()
+	if o == nil {
+		return nil, fmt.Errorf("session %q: runs on the layer of session %q, which does not exist", id, owner)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.gone || o.creating:
+		return nil, fmt.Errorf("session %q: runs on the layer of session %q, which does not exist", id, owner)
+	case o.rec.Layer == "":
+		return nil, fmt.Errorf("session %q: runs on the layer of session %q, which has none", id, owner)
+	case o.layer == nil || o.failed != "":
+		return nil, fmt.Errorf("session %q: runs on the layer of session %q, which is not mounted: %s", id, owner, o.failed)
+	}
+	o.layer.addSub(id)
+	return o.layer, nil
 }
 
 // reopenLayer opens the recorded layer of a session being recovered (the
 // overlay mounted again unless it outlived the daemon) and sets s.layer;
 // nil, nil without one.
 func (m *Manager) reopenLayer(s *session, rec record) (*Layer, error) {
-	if rec.Layer == "" {
-		return nil, nil
-	}
 	if s.layer != nil {
 		return s.layer, nil
+	}
+	if rec.LayerOf != "" {
+		// Its owner was recovered first (Recover's order).
+		l, err := m.subLayer(rec.ID, rec.LayerOf)
+		if err != nil {
+			return nil, err
+		}
+		s.layer = l
+		return l, nil
+	}
+	if rec.Layer == "" {
+		return nil, nil
 	}
 	if _, err := os.Stat(filepath.Join(rec.Layer, layerUpper)); err != nil {
 		// Never a fresh, empty layer in place of the session's changes.
@@ -79,6 +156,13 @@ func (m *Manager) layerOf(id, verb string) (*session, *Layer, error) {
 	s, err := m.locked(id, true)
 	if err != nil {
 		return nil, nil, err
+	}
+	if s.rec.LayerOf != "" {
+		// The layer's changes are its owner's to apply or throw away:
+		// a sub-session only narrows what its parent may do.
+		owner := s.rec.LayerOf
+		s.mu.Unlock()
+		return nil, nil, errorf(CodeInvalid, "session %q: %s: the session has no layer of its own; it runs on the layer of session %q, whose diff, commit, discard, checkpoints and rollback are that session's", id, verb, owner)
 	}
 	if s.rec.Layer == "" {
 		s.mu.Unlock()
@@ -157,20 +241,23 @@ func layerErr(id, verb string, err error) error {
 	return errorf(CodeInternal, "session %q: %v", id, err)
 }
 
-// syncAfter drops session id's kernel caches after a layer verb changed
-// its tree (the session's lock taken again; nothing when it is no longer
-// mounted): the session mount's and its jail view's, which serves the
-// same merged tree (layered) to the session's jails.
-func (m *Manager) syncAfter(s *session) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gone {
-		return
-	}
-	for _, srv := range []*fusefs.Server{s.srv, s.jailView} {
-		if srv != nil {
-			srv.SyncHostChanges()
+// syncAfter drops the kernel caches of every mount serving layer l after
+// a layer verb changed its tree: of each session on it (its own session
+// and the sub-sessions on its layer: session.layer), the session mount's
+// and its jail view's, which serves the same merged tree (layered) to the
+// session's jails. Each session is locked in turn (none is held by the
+// caller); one no longer mounted is skipped.
+func (m *Manager) syncAfter(l *Layer) {
+	for _, s := range m.published() {
+		s.mu.Lock()
+		if !s.gone && s.layer == l {
+			for _, srv := range []*fusefs.Server{s.srv, s.jailView} {
+				if srv != nil {
+					srv.SyncHostChanges()
+				}
+			}
 		}
+		s.mu.Unlock()
 	}
 }
 
@@ -207,7 +294,7 @@ func (m *Manager) Commit(ctx context.Context, id string, paths []string, force b
 		return res, layerErr(id, "commit", err)
 	}
 	res.Session = id
-	m.syncAfter(s)
+	m.syncAfter(l)
 	m.log.Info("layer committed", "session", id, "applied", len(res.Applied), "refused", len(res.Refused), "conflicts", len(res.Conflicts), "force", force)
 	return res, nil
 }
@@ -232,7 +319,7 @@ func (m *Manager) Discard(ctx context.Context, id string, paths []string) (api.L
 		return res, layerErr(id, "discard", err)
 	}
 	res.Session = id
-	m.syncAfter(s)
+	m.syncAfter(l)
 	m.log.Info("layer discarded", "session", id, "applied", len(res.Applied), "refused", len(res.Refused))
 	return res, nil
 }
@@ -332,7 +419,7 @@ func (m *Manager) Rollback(ctx context.Context, id, name string) (api.RollbackRe
 		return res, ckptErr(id, "rollback", err)
 	}
 	res.Session = id
-	m.syncAfter(s)
+	m.syncAfter(l)
 	m.log.Info("layer rolled back", "session", id, "checkpoint", name, "applied", len(res.Applied), "refused", len(res.Refused))
 	return res, nil
 }
