@@ -179,27 +179,132 @@ func (m *Manager) layerOf(id, verb string) (*session, *Layer, error) {
 // root or the mountpoint) relative to the root, cleaned; ErrInvalid names
 // a path outside the session.
 func layerPaths(id string, rec record, paths []string) ([]string, error) {
+	out, err := LayerPaths(rec.Root, rec.Mountpoint, paths)
+	if err != nil {
+		return nil, errorf(CodeInvalid, "session %q: %v", id, err)
+	}
+	return out, nil
+}
+
+// LayerPaths returns paths, each relative to the project root or absolute
+// inside root or the mountpoint mp (mp may be ""), relative to root and
+// cleaned, as the layer verbs take them. An empty path, one outside both,
+// or one that leaves the root is an error naming it.
+func LayerPaths(root, mp string, paths []string) ([]string, error) {
 	out := make([]string, 0, len(paths))
 	for _, p := range paths {
 		var rel string
 		switch {
 		case p == "":
-			return nil, errorf(CodeInvalid, "session %q: path %q: empty", id, p)
+			return nil, fmt.Errorf("path %q: empty", p)
 		case !filepath.IsAbs(p):
 			rel = filepath.Clean(p)
-		case identity.Within(filepath.Clean(p), rec.Mountpoint):
-			rel, _ = filepath.Rel(rec.Mountpoint, filepath.Clean(p))
-		case identity.Within(filepath.Clean(p), rec.Root):
-			rel, _ = filepath.Rel(rec.Root, filepath.Clean(p))
+		case mp != "" && identity.Within(filepath.Clean(p), mp):
+			rel, _ = filepath.Rel(mp, filepath.Clean(p))
+		case identity.Within(filepath.Clean(p), root):
+			rel, _ = filepath.Rel(root, filepath.Clean(p))
+		case mp == "":
+			return nil, fmt.Errorf("path %q: outside the root %s", p, root)
 		default:
-			return nil, errorf(CodeInvalid, "session %q: path %q: outside the root %s and the mountpoint %s", id, p, rec.Root, rec.Mountpoint)
+			return nil, fmt.Errorf("path %q: outside the root %s and the mountpoint %s", p, root, mp)
 		}
 		if rel == ".." || strings.HasPrefix(rel, "../") {
-			return nil, errorf(CodeInvalid, "session %q: path %q: leaves the root", id, p)
+			return nil, fmt.Errorf("path %q: leaves the root", p)
 		}
 		out = append(out, rel)
 	}
 	return out, nil
+}
+
+// DiffPaths lists what the layer changed under paths (relative to the
+// project, cleaned: LayerPaths; every change when none), parents first,
+// with text the unified diffs of text files; serialized with the other
+// verbs. What Manager.Diff and `wsfs layer diff` answer.
+func (l *Layer) DiffPaths(ctx context.Context, paths []string, text bool) ([]api.Change, error) {
+	var all []api.Change
+	if err := l.run(func() (err error) { all, err = l.DiffUnder(ctx, paths, text); return err }); err != nil {
+		return nil, err
+	}
+	out := []api.Change{}
+	for _, c := range all {
+		if within(c.Path, paths) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// CommitPaths applies what the layer changed under paths to the project
+// (Commit), each path through pol as it decides now (a refusal leaves
+// the path in the layer, with pol's rule and errno as its reason),
+// conflicts refused unless force; serialized with the other verbs. What
+// Manager.Commit (the session's policy in force) and `wsfs layer commit`
+// (the mount's recorded policy) apply.
+func (l *Layer) CommitPaths(paths []string, force bool, pol *policy.Policy) (api.LayerResult, error) {
+	var res api.LayerResult
+	err := l.run(func() (err error) {
+		res, err = l.Commit(paths, force, func(op policy.Op, p string) error {
+			if d := pol.DecideAt(op, p, policy.Object{}); !d.Allow {
+				return fmt.Errorf("%s refused by the session's policy (%s, %s)", op, d.Rule, d.Errno)
+			}
+			return nil
+		})
+		return err
+	})
+	return res, err
+}
+
+// DiscardPaths undoes what the layer changed under paths (Discard);
+// serialized with the other verbs.
+func (l *Layer) DiscardPaths(paths []string) (api.LayerResult, error) {
+	var res api.LayerResult
+	err := l.run(func() (err error) { res, err = l.Discard(paths); return err })
+	return res, err
+}
+
+// OpenLayerDir opens the layer directory dir that `wsfs mount --layer`
+// served, for the layer verbs outside a daemon (`wsfs layer diff`,
+// `commit`, `discard`): its manifest (LayerInfo) names the project, which
+// must still be that directory (canonical), and the mount's policy, which
+// a commit applies. The layer's lock is taken alone: a layer a mount or a
+// daemon serves is refused (the mount keeps its baseline and kernel caches
+// in memory, which the verbs would leave stale). The overlay is mounted
+// at dir/merged until Close. Errors name dir and the rule: not a layer
+// directory, a daemon session's layer (no mount policy: its session's
+// verbs reach it), the project gone or moved, the layer in use.
+func OpenLayerDir(dir string) (*Layer, LayerInfo, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, LayerInfo{}, fmt.Errorf("layer %q: must be an absolute path", dir)
+	}
+	canon, err := identity.Canonical(dir)
+	if err != nil {
+		return nil, LayerInfo{}, fmt.Errorf("layer %q: %s", dir, identity.ErrnoText(err))
+	}
+	info, err := readLayerInfo(canon)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, info, fmt.Errorf("layer %q: no %s: not a layer directory (wsfs mount --layer DIR makes one)", dir, layerManifest)
+	case err != nil:
+		return nil, info, fmt.Errorf("layer %q: %v", dir, err)
+	case info.Policy == nil:
+		return nil, info, fmt.Errorf("layer %q: a daemon session's layer (no mount policy recorded): use wsfs session diff, commit or discard with its session", dir)
+	}
+	if _, err := os.Stat(filepath.Join(canon, layerUpper)); err != nil {
+		return nil, info, fmt.Errorf("layer %q: its upper directory: %s", dir, identity.ErrnoText(err))
+	}
+	switch lc, err := identity.Canonical(info.Lower); {
+	case err != nil:
+		return nil, info, fmt.Errorf("layer %q: its project %s: %s", dir, info.Lower, identity.ErrnoText(err))
+	case lc != info.Lower:
+		return nil, info, fmt.Errorf("layer %q: its project %s is now %s (moved or replaced by a symlink)", dir, info.Lower, lc)
+	case !isDir(lc):
+		return nil, info, fmt.Errorf("layer %q: its project %s: not a directory", dir, info.Lower)
+	}
+	l, err := openLayer(canon, info.Lower, true)
+	if err != nil {
+		return nil, info, err
+	}
+	return l, info, nil
 }
 
 // Diff lists what layered session id changed under paths (every change
@@ -219,17 +324,11 @@ func (m *Manager) Diff(ctx context.Context, id string, paths []string, text bool
 	if err != nil {
 		return api.DiffResult{}, err
 	}
-	var all []api.Change
-	if err := l.run(func() (err error) { all, err = l.DiffUnder(ctx, rels, text); return err }); err != nil {
+	changes, err := l.DiffPaths(ctx, rels, text)
+	if err != nil {
 		return api.DiffResult{}, layerErr(id, "diff", err)
 	}
-	out := api.DiffResult{Session: id, Changes: []api.Change{}}
-	for _, c := range all {
-		if within(c.Path, rels) {
-			out.Changes = append(out.Changes, c)
-		}
-	}
-	return out, nil
+	return api.DiffResult{Session: id, Changes: changes}, nil
 }
 
 // layerErr is the Manager's error for a layer verb's err: ErrInvalid for
@@ -280,16 +379,7 @@ func (m *Manager) Commit(ctx context.Context, id string, paths []string, force b
 	if err != nil {
 		return api.LayerResult{}, err
 	}
-	var res api.LayerResult
-	err = l.run(func() (err error) {
-		res, err = l.Commit(rels, force, func(op policy.Op, p string) error {
-			if d := pol.DecideAt(op, p, policy.Object{}); !d.Allow {
-				return fmt.Errorf("%s refused by the session's policy (%s, %s)", op, d.Rule, d.Errno)
-			}
-			return nil
-		})
-		return err
-	})
+	res, err := l.CommitPaths(rels, force, pol)
 	if err != nil {
 		return res, layerErr(id, "commit", err)
 	}
@@ -314,8 +404,8 @@ func (m *Manager) Discard(ctx context.Context, id string, paths []string) (api.L
 	if err != nil {
 		return api.LayerResult{}, err
 	}
-	var res api.LayerResult
-	if err := l.run(func() (err error) { res, err = l.Discard(rels); return err }); err != nil {
+	res, err := l.DiscardPaths(rels)
+	if err != nil {
 		return res, layerErr(id, "discard", err)
 	}
 	res.Session = id
