@@ -474,6 +474,9 @@ func (c *creation) joinLayer() error {
 	if !identity.Within(c.root, l.Lower) {
 		return errorf(CodeInvalid, "session %q: root %s: outside %s, the project of session %q's layer (a sub-session of a layered session serves a directory of that tree)", c.id, c.root, l.Lower, c.layerOf)
 	}
+	if err := offLayer(c.id, c.layerOf, l.Lower, c.pol, c.allowWrite); err != nil {
+		return err
+	}
 	b := l.backingOf(c.root)
 	canon, err := identity.Canonical(b)
 	switch {

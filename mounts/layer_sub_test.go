@@ -224,8 +224,11 @@ func TestLayerSubSessionRestart(t *testing.T) {
 
 // Bad input: --layer on a sub-session, a root outside the layered
 // parent's project, a root the parent deleted in its layer or replaced
-// by a symlink there: each refused naming the input and the rule, and
-// nothing is left (no record, no mount, the parent removable).
+// by a symlink there, an additional root or allow_write directory in the
+// parent's project beside the child's root (at create and by a later
+// policy change: its host view and jails would write the project on
+// disk): each refused naming the input and the rule, and nothing is left
+// (no record, no mount, the parent removable).
 func TestLayerSubSessionBadInput(t *testing.T) {
 	dir := newDaemonDir(t)
 	d := startDaemon(t, dir)
@@ -233,7 +236,8 @@ func TestLayerSubSessionBadInput(t *testing.T) {
 	root, _ := layerSub(t, d, dir)
 	other := filepath.Join(dir, "other")
 	mkTree(t, other, "o")
-	mkTree(t, root, "src/ln/")
+	mkTree(t, root, "src/ln/", "docs/d")
+	docs := filepath.Join(root, "docs")
 	if r := d.exec(t, "par", nil, "sh", "-c", "rmdir ln && ln -s /etc ln"); r.code != 0 {
 		t.Fatalf("par replaces src/ln by a symlink: %+v", r)
 	}
@@ -249,6 +253,14 @@ func TestLayerSubSessionBadInput(t *testing.T) {
 			`session "k2": root ` + filepath.Join(root, "src/gone") + `: no such file or directory in the layer of session "par" (removed there)`},
 		{api.CreateRequest{ID: "k2", Root: filepath.Join(root, "src/ln"), Parent: "par"},
 			`session "k2": root ` + filepath.Join(root, "src/ln") + `: a symlink in the layer of session "par", not a directory`},
+		// A root or a jail's writable directory in the parent's project
+		// beside the child's own root would be reached on disk.
+		{api.CreateRequest{ID: "k2", Root: filepath.Join(root, "src"), Parent: "par", Policy: &api.Policy{Additional: []api.Root{{Path: docs, Access: api.AccessReadWrite}}}},
+			`session "k2": additional root ` + docs + `: inside ` + root + `, the project of session "par"'s layer, which a session on that layer reaches only through its own root's mount (a root there would read and write the project on disk, past the layer)`},
+		{api.CreateRequest{ID: "k2", Root: filepath.Join(root, "src"), Parent: "par", Policy: &api.Policy{Temp: []string{docs}}},
+			`session "k2": temp ` + docs + `: inside ` + root + `, the project of session "par"'s layer`},
+		{api.CreateRequest{ID: "k2", Root: filepath.Join(root, "src"), Parent: "par", AllowWrite: []string{docs}},
+			`session "k2": allow_write "` + docs + `": lies in ` + root + `, which the session's host view hides (a jail may not write there)`},
 	} {
 		_, err := d.c.Create(ctx, c.req)
 		if api.CodeOf(err) != api.CodeInvalid || err == nil || !strings.Contains(err.Error(), c.want) {
@@ -260,6 +272,17 @@ func TestLayerSubSessionBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.mountBase, "k2")); !os.IsNotExist(err) {
 		t.Errorf("k2's mountpoint after the refusals: %v", err)
+	}
+	// The same for a later policy change of kid; its policy stays.
+	r := d.wsfs(t, "session", "policy", "kid", "--add-root", docs+"=ro")
+	if want := `session "kid": additional root ` + docs + `: inside ` + root + `, the project of session "par"'s layer`; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("kid --add-root docs=ro: %+v, want exit 2 and %q", r, want)
+	}
+	if s, err := d.c.Get(ctx, "kid"); err != nil || len(s.Policy.Additional) != 0 {
+		t.Errorf("kid's policy after the refused change: %+v %v", s.Policy, err)
+	}
+	if got := readFile(t, filepath.Join(docs, "d")); got != "docs/d" {
+		t.Errorf("docs/d = %q", got)
 	}
 	for _, id := range []string{"kid", "par"} {
 		if err := d.c.Remove(ctx, id, false); err != nil {

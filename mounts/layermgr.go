@@ -93,6 +93,47 @@ func (l *Layer) users() []string {
 	return slices.Sorted(maps.Keys(l.subs))
 }
 
+// offLayer refuses, for session id on session owner's layer over the
+// project lower, a place its policy (pol) or its jails' allow_write open
+// inside that project past its own mount: a root other than none, a temp
+// entry, an allow_write directory at or below lower. Its host view and
+// jails reach such a place on disk, where writes would land in the
+// project, not in the layer (and reads would not see the layer). A place
+// that holds the project is hidden there already (the owner's root is
+// another session's place).
+func offLayer(id, owner, lower string, pol *policy.Policy, allowWrite []string) error {
+	why := func(what, p string) error {
+		return errorf(CodeInvalid, "session %q: %s %s: inside %s, the project of session %q's layer, which a session on that layer reaches only through its own root's mount (a root there would read and write the project on disk, past the layer)", id, what, p, lower, owner)
+	}
+	spec := pol.Spec()
+	for _, r := range spec.Additional {
+		if r.Access != policy.AccessNone && identity.Within(r.Path, lower) {
+			return why("additional root", r.Path)
+		}
+	}
+	for _, t := range spec.Temp {
+		if identity.Within(t, lower) {
+			return why("temp", t)
+		}
+	}
+	for _, w := range allowWrite {
+		if identity.Within(w, lower) {
+			return why("allow_write", w)
+		}
+	}
+	return nil
+}
+
+// layerLower returns the project of the layer session s runs on without
+// owning it (rec.LayerOf); "" when it is on none or not mounted (a policy
+// change is refused then). s.mu held.
+func layerLower(s *session) string {
+	if s.rec.LayerOf == "" || s.layer == nil {
+		return ""
+	}
+	return s.layer.Lower
+}
+
 // subLayer returns the layer session owner's mount serves, for its
 // descendant id being created or recovered, and records id as serving it
 // (addSub, under the owner's lock: a Remove of the owner sees it): the
