@@ -12,7 +12,8 @@
 #   - the session sees what the native run made; git agrees (status,
 #     HEAD, log);
 #   - `session diff --json` lists exactly the paths the native run changed;
-#   - after `session commit` the original equals the native run's result;
+#   - after `session commit` the original equals the native run's result,
+#     and each file has the session's mtime;
 #   - a second layered session (on a second copy, same script): after
 #     `session discard` the copy is unchanged and the session sees it again.
 #
@@ -34,8 +35,9 @@
 # (the trees, treesnap's descriptions in snaps/, the logs), unmounted.
 #
 # What cannot be equal by nature is left out, and said so in the output:
-# access times always; mtimes and ctimes between the two runs (only the
-# original's are compared, before and after); a git index's stat data
+# access times always; mtimes and ctimes between the two runs (compared:
+# the original's before and after, and each file's mtime after commit
+# with the session's); a git index's stat data
 # (ctime, mtime, dev, ino and size of each entry: the rest of the index is
 # compared). Both runs happen at one path ($work/at, a bind mount in a
 # private mount namespace: of the native copy, or of the session's mount),
@@ -70,6 +72,12 @@ known_commit=(
 	'"hard": ln: "hard" -> -'
 	'"keep": ln: "hard" -> -'
 )
+# The same for the mtimes of regular files, the session's before commit
+# against the project's after: a file rewritten with equal content is no
+# change (README, "Layers": Diff compares content, mode, owner, xattrs), so
+# commit leaves the project's file and its mtime (npm ci rewrites
+# node_modules/.package-lock.json; natively its mtime is the new one).
+known_mtime=()
 
 parent=${LAYER_ACCEPTANCE_DIR:-/var/tmp}
 work=$(mktemp -d "$parent/wsfs-layer-acceptance.XXXXXX")
@@ -158,6 +166,7 @@ command -v npm >/dev/null && command -v node >/dev/null && have_npm=1
 command -v python3 >/dev/null && have_python=1
 [ "$have_npm" = 1 ] || say "npm or node not found: npm ci is skipped in both runs"
 [ "$have_python" = 1 ] || say "python3 not found: pip install and the SQLite WAL write are skipped in both runs"
+if [ "$have_npm" = 1 ]; then known_mtime+=('"node_modules/.package-lock.json": mt:'); fi
 
 # One environment for every git, npm and pip run here and in both runs:
 # nothing from the host's configuration, commits with fixed names and
@@ -341,16 +350,22 @@ run_at() {
 	(cd "$dir" && "$@" unshare -m --propagation private -- bash -c 'mount --bind . "$1" && cd "$1" && exec bash "$2"' _ "$work/at" "$work/session-script.sh") >"$log" 2>&1
 }
 
-# compare WHAT A B [KNOWN...]: the check that descriptions A and B are
-# equal; a difference line starting with one of KNOWN is printed as a
-# known difference and does not fail the check, but a KNOWN that no line
-# starts with does (the list stays exact: remove what got fixed).
+# compare [-fields F,... -type T] WHAT A B [KNOWN...]: the check that
+# descriptions A and B are equal (in those fields of those objects: treesnap
+# cmp); a difference line starting with one of KNOWN is printed as a known
+# difference and does not fail the check, but a KNOWN that no line starts
+# with does (the list stays exact: remove what got fixed).
 compare() {
+	local opts=()
+	while [ "${1:0:1}" = - ]; do
+		opts+=("$1" "$2")
+		shift 2
+	done
 	local what=$1 a=$2 b=$3 line k bad=0 out
 	shift 3
 	local -A seen=()
 	local rc=0
-	out=$("$snap" cmp "$a" "$b") || rc=$?
+	out=$("$snap" cmp "${opts[@]}" "$a" "$b") || rc=$?
 	if [ "$rc" -gt 1 ]; then
 		fail "$what: treesnap cmp $a $b failed"
 		return
@@ -400,7 +415,7 @@ mkdir "$s"
 "$snap" snap "$proj" >"$s/orig"
 "$snap" snap -times "$proj2" >"$s/orig2.t"
 "$snap" snap "$native" >"$s/native-before"
-say "left out of every comparison: access times; mtimes and ctimes between runs (compared for the original before and after); a git index's stat data"
+say "left out of every comparison: access times; ctimes and mtimes between runs (compared: the original's before and after, and each committed file's mtime with the session's); a git index's stat data"
 compare "cp -a made a faithful copy (the native run's start equals the original)" "$s/orig" "$s/native-before"
 
 say "native run in $native (at $work/at)"
@@ -458,6 +473,7 @@ else
 	fail "session diff --json and the native run's changes differ"
 fi
 
+"$snap" snap -times "$work/mnt/l1" >"$s/session-view.t"
 say "session commit l1"
 if "$wsfs" session commit l1 >"$s/commit.out"; then
 	pass "commit applied $(wc -l <"$s/commit.out") paths, none left"
@@ -466,7 +482,9 @@ else
 	fail "commit left paths in the layer"
 fi
 "$snap" snap "$proj" >"$s/orig-committed"
+"$snap" snap -times "$proj" >"$s/orig-committed.t"
 compare "after commit the project equals the native run's result (A: native, B: project)" "$s/native-after" "$s/orig-committed" "${known_commit[@]}"
+compare -fields mt -type f "after commit each file has the session's mtime (A: the session's view, B: project)" "$s/session-view.t" "$s/orig-committed.t" "${known_mtime[@]}"
 gitstate "$proj" >"$s/git-committed"
 if cmp -s "$s/git-native" "$s/git-committed"; then
 	pass "git agrees in the project after commit"

@@ -39,6 +39,7 @@ func TestLayerAcceptanceScript(t *testing.T) {
 		"session diff --json lists exactly the paths the native run changed",
 		"commit applied",
 		"after commit the project equals the native run's result",
+		"after commit each file has the session's mtime",
 		"git agrees in the project after commit",
 		"session diff l1 is empty after commit",
 		"the second session sees what the native run made",

@@ -6,7 +6,7 @@
 // Usage:
 //
 //	treesnap snap [-times] DIR        > SNAP   describe DIR
-//	treesnap cmp SNAP_A SNAP_B                 print what differs, field by field
+//	treesnap cmp [-fields F,...] [-type T] A B print what differs, field by field
 //	treesnap changed BEFORE AFTER              the paths whose object changed
 //	treesnap cover DIFF_JSON BEFORE AFTER      check a layer's diff against them
 //
@@ -35,7 +35,8 @@
 //
 // cmp prints one line per difference, "PATH: FIELD: A-VALUE -> B-VALUE"
 // ("-" for a missing field) or "PATH: only in A"/"only in B", and exits 1
-// when there is one. changed prints the paths present on one side only or
+// when there is one; -fields compares only the fields named (and paths on
+// both sides), -type only the objects of type T on both sides (t=T). changed prints the paths present on one side only or
 // whose fields other than ln, mt and ct differ (a new hard link changes the
 // ln of its old name, but not what a diff lists there). cover reads a
 // `wsfs session diff --json` answer and checks that its changes are
@@ -91,12 +92,24 @@ func main() {
 			err = write(os.Stdout, snap)
 		}
 	case "cmp":
+		var only, types string
+		for len(args) > 2 && len(args)%2 == 0 {
+			switch args[0] {
+			case "-fields":
+				only = args[1]
+			case "-type":
+				types = args[1]
+			default:
+				usage()
+			}
+			args = args[2:]
+		}
 		if len(args) != 2 {
 			usage()
 		}
 		var a, b map[string]string
 		if a, b, err = readTwo(args[0], args[1]); err == nil {
-			for _, line := range compare(a, b) {
+			for _, line := range compareOnly(a, b, only, types) {
 				fmt.Println(line)
 				code = 1
 			}
@@ -143,7 +156,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: treesnap snap [-times] DIR | cmp A B | changed BEFORE AFTER | cover DIFF_JSON BEFORE AFTER")
+	fmt.Fprintln(os.Stderr, "usage: treesnap snap [-times] DIR | cmp [-fields F,...] [-type T] A B | changed BEFORE AFTER | cover DIFF_JSON BEFORE AFTER")
 	os.Exit(2)
 }
 
@@ -405,12 +418,25 @@ func split(desc string) map[string]string {
 var fieldOrder = []string{"t", "m", "o", "s", "h", "l", "r", "x", "ln", "mt", "ct"}
 
 // compare lists the differences between a and b, one line each.
-func compare(a, b map[string]string) []string {
+func compare(a, b map[string]string) []string { return compareOnly(a, b, "", "") }
+
+// compareOnly is compare limited to the comma-separated fields only and the
+// objects of type types on both sides (each: empty for all).
+func compareOnly(a, b map[string]string, only, types string) []string {
 	var out []string
+	fieldsOf := fieldOrder
+	if only != "" {
+		fieldsOf = strings.Split(only, ",")
+	}
 	for _, p := range sortedKeys(union(a, b)) {
 		da, inA := a[p]
 		db, inB := b[p]
 		q := strconv.Quote(p)
+		if only != "" || types != "" {
+			if !inA || !inB || types != "" && (split(da)["t"] != types || split(db)["t"] != types) {
+				continue
+			}
+		}
 		switch {
 		case !inB:
 			out = append(out, q+": only in A")
@@ -418,7 +444,7 @@ func compare(a, b map[string]string) []string {
 			out = append(out, q+": only in B")
 		case da != db:
 			fa, fb := split(da), split(db)
-			for _, k := range fieldOrder {
+			for _, k := range fieldsOf {
 				if fa[k] != fb[k] {
 					out = append(out, fmt.Sprintf("%s: %s: %s -> %s", q, k, orDash(fa[k]), orDash(fb[k])))
 				}

@@ -137,4 +137,10 @@ func TestCover(t *testing.T) {
 	if got := compare(map[string]string{"k": "t=f h=1 ln=\"h\""}, map[string]string{"k": "t=f h=1"}); !reflect.DeepEqual(got, []string{`"k": ln: "h" -> -`}) {
 		t.Fatalf("compare: %q", got)
 	}
+	// Only mtimes, only of files on both sides.
+	a := map[string]string{"f": "t=f h=1 mt=1 ct=1", "g": "t=f h=1 mt=1", "d": "t=d mt=1", "gone": "t=f mt=1"}
+	b := map[string]string{"f": "t=f h=2 mt=1 ct=2", "g": "t=f h=1 mt=2", "d": "t=d mt=2", "new": "t=f mt=1"}
+	if got := compareOnly(a, b, "mt", "f"); !reflect.DeepEqual(got, []string{`"g": mt: 1 -> 2`}) {
+		t.Fatalf("compareOnly mt f: %q", got)
+	}
 }
