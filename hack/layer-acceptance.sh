@@ -179,8 +179,9 @@ export GIT_COMMITTER_NAME=acceptance GIT_COMMITTER_EMAIL=acceptance@wsfs.invalid
 export GIT_AUTHOR_DATE='2024-01-01T00:00:00Z' GIT_COMMITTER_DATE='2024-01-01T00:00:00Z'
 export npm_config_offline=true npm_config_audit=false npm_config_fund=false
 export npm_config_update_notifier=false npm_config_cache=$work/npm-cache
-export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-unset PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL
+export npm_config_userconfig=$work/home/.npmrc npm_config_globalconfig=$work/home/npmrc-global
+export PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+unset PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL PYTHONDONTWRITEBYTECODE
 export HAVE_NPM=$have_npm HAVE_PYTHON=$have_python
 mkdir "$HOME"
 
