@@ -47,6 +47,9 @@
 # directory) or its source's mtime (an import's).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The project's modes must not depend on the caller's umask (a test
+# process's may be 0); the script both runs execute sets its own too.
+umask 022
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "layer-acceptance: needs root (overlayfs and FUSE mounts)" >&2
@@ -198,6 +201,8 @@ printf 'int util(void) { return 1; }\n' >src/lib/util.c
 printf 'a\n' >dir1/a
 printf 'b\n' >dir1/sub/b
 chmod 0666 dir1/sub/b
+# chmod -R go-w then changes dir1 itself before mv renames it.
+chmod 0777 dir1
 printf '#!/bin/sh\necho tool\n' >tool
 chmod 0775 tool
 head -c 10000 /dev/zero | tr '\0' x >big

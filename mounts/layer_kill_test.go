@@ -65,8 +65,11 @@ func TestLayerKill9CopyUp(t *testing.T) {
 		expect[fmt.Sprintf("t%d", i)] = states{final: old(i)[:1000], partial: []string{old(i)}}
 		expect[fmt.Sprintf("n%d", i)] = states{final: fmt.Sprintf("new %d\n", i), absent: true, partial: []string{""}}
 	}
-	// Each step prints "ack NAME" once it returned.
-	script := fmt.Sprintf(`for i in $(seq 1 %d); do
+	// Each step prints "ack NAME" once it returned. umask 022: a rewritten
+	// file has the project file's mode (the test process's umask may be 0
+	// after an in-process mount).
+	script := fmt.Sprintf(`umask 022
+for i in $(seq 1 %d); do
 	echo "line $i" >> a$i; echo ack a$i
 	printf 'rewritten %%s\n' $i > r$i.tmp && mv r$i.tmp r$i; echo ack r$i
 	truncate -s 1000 t$i; echo ack t$i
