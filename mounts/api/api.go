@@ -189,7 +189,9 @@ type Change struct {
 	// From is a renamed directory's path in the project.
 	From string `json:"from,omitempty"`
 	// Fields says what a "modified" entry changed: "content", "target"
-	// (a symlink's text), "mode", "owner", "xattr".
+	// (a symlink's text), "mode", "owner", "xattr"; for a "renamed"
+	// directory, what changed of the directory itself compared with its
+	// origin ("mode", "owner", "xattr"), which a commit gives it.
 	Fields []string `json:"fields,omitempty"`
 	// Conflict, when set, says how the project changed at Path since the
 	// session's first change there: commit refuses the path unless forced.

@@ -593,7 +593,7 @@ export interface components {
             type: "file" | "dir" | "symlink" | "fifo" | "socket" | "char" | "block" | "unknown";
             /** @description A renamed directory's path in the project (listed as deleted too). */
             from?: string;
-            /** @description What a modified entry changed. */
+            /** @description What a modified entry changed; for a renamed directory, what changed of the directory itself (mode, owner, xattr), compared with its origin. */
             fields?: ("content" | "target" | "mode" | "owner" | "xattr")[];
             /** @description How the host changed the path since the session's first write there. */
             conflict?: string;
