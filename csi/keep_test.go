@@ -19,7 +19,9 @@ import (
 // without one failed operation while the plugin is killed with SIGKILL and
 // started again, and stopped with SIGTERM (a rollout) and started again:
 // the pods' mounts pause, never die, and every target is found served
-// ("already served"), not bound again. SIGINT is then the full stop.
+// ("already served"), not bound again; the first volume runs on a layer
+// (layer=true), whose writes never reach its project. SIGINT is then the
+// full stop.
 func TestKeptVolumesSurviveRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restart test; skipped with -short")
@@ -46,7 +48,11 @@ func TestKeptVolumesSurviveRestarts(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(v.target), 0o750); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.publish(v.id, v.target, false, podAttrs(mkProject(t, e, fmt.Sprintf("p%d", i)), fmt.Sprintf("agent-%d", i))); err != nil {
+		attrs := podAttrs(mkProject(t, e, fmt.Sprintf("p%d", i)), fmt.Sprintf("agent-%d", i))
+		if i == 0 {
+			attrs["layer"] = "true" // its loop writes its layer, found again at each start
+		}
+		if err := p.publish(v.id, v.target, false, attrs); err != nil {
 			t.Fatalf("publish: %v\n%s", err, p.logText())
 		}
 		v.cmd = exec.Command("bash", "-c", `cd "$0" || exit 1; exec 3>>log; i=0
@@ -98,7 +104,7 @@ ls >/dev/null || { echo "FAIL ls $i"; exit 1; }; echo "ok $i"; i=$((i+1)); done;
 	}
 	p = e.start(t, "--keep-connections")
 	progress("after SIGTERM and a start")
-	for _, v := range vols {
+	for i, v := range vols {
 		if err := os.WriteFile(v.target+".stop", nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -108,6 +114,10 @@ ls >/dev/null || { echo "FAIL ls $i"; exit 1; }; echo "ok $i"; i=$((i+1)); done;
 		}
 		if err := v.cmd.Wait(); err != nil || last != "done" {
 			t.Fatalf("%s: %v, last line %q", v.target, err, last)
+		}
+		_, err := os.Stat(filepath.Join(e.allowed, fmt.Sprintf("p%d", i), "log"))
+		if (i == 0) != os.IsNotExist(err) {
+			t.Fatalf("%s: the project's log: %v (want it only where the volume has no layer)", v.target, err)
 		}
 		if err := p.unpublish(v.id, v.target); err != nil {
 			t.Fatalf("unpublish %s: %v", v.id, err)

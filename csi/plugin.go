@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -377,6 +378,14 @@ func (p *Plugin) Detach(ctx context.Context) error {
 	return p.m.Detach(ctx)
 }
 
+// ServeAPI answers the daemon API (docs/api.md, mounts.API: the same
+// routes as wsfs serve, peer uid checked) on l until ctx is done: how an
+// operator reaches a volume's session, such as a layered volume's diff
+// and commit. It does not close the Manager.
+func (p *Plugin) ServeAPI(ctx context.Context, l net.Listener) error {
+	return p.api.Serve(ctx, l)
+}
+
 // Published returns the published volumes (volume id → session id).
 func (p *Plugin) Published() map[string]string {
 	p.mu.Lock()
@@ -521,7 +530,7 @@ func (p *Plugin) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	for k, val := range v.labels {
 		labels[k] = val
 	}
-	s, err := p.m.Create(ctx, mounts.Spec{ID: v.session, Root: v.root, Policy: v.policy, Symlinks: v.symlinks, Users: v.users, Labels: labels})
+	s, err := p.m.Create(ctx, mounts.Spec{ID: v.session, Root: v.root, Policy: v.policy, Symlinks: v.symlinks, Users: v.users, Labels: labels, Layer: v.layer})
 	if err != nil {
 		if mounts.CodeOf(err) == mounts.CodeExists {
 			if other, gerr := p.m.Get(ctx, v.session); gerr == nil && other.Labels[LabelVolume] != vid {
@@ -609,7 +618,8 @@ func checkVolumeTarget(vid, target string) error {
 }
 
 // NodeUnpublishVolume unmounts the target and removes the session and the
-// target directory. volume_id and target_path are required
+// target directory (a layered volume's layer with it: what was not
+// committed is gone). volume_id and target_path are required
 // (InvalidArgument). Idempotent: a volume that is not published (or not at
 // this target) answers OK, clearing a dead wsfs mount left at the target.
 func (p *Plugin) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {

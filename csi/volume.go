@@ -41,6 +41,14 @@ const (
 	// mounts are then allow_other and every other uid gets EACCES, logged.
 	// Default: root only.
 	KeyUsers = "users"
+	// KeyLayer is "true" to run the volume's session on a copy-on-write
+	// layer in the plugin's state (mounts.Spec.Layer,
+	// <state-dir>/layers/<session>): the pod's writes stay there and reach
+	// the project only when an operator commits them (the daemon API on
+	// `wsfs csi --api-socket`); the layer goes with the session at
+	// unpublish. "false" (the default when absent): none. Any other value
+	// is refused.
+	KeyLayer = "layer"
 )
 
 // PodInfoPrefix prefixes the keys kubelet adds to volume_context when the
@@ -103,6 +111,7 @@ type volume struct {
 	policy   policy.Spec
 	symlinks fusefs.SymlinkMode
 	users    []uint32          // KeyUsers
+	layer    bool              // KeyLayer
 	labels   map[string]string // pod identity
 	digest   string            // of the attributes (LabelContext)
 }
@@ -113,10 +122,10 @@ func parseContext(volumeID string, vc map[string]string, allowed []string) (volu
 	v := volume{session: SessionID(volumeID), labels: map[string]string{}}
 	for k := range vc {
 		switch {
-		case k == KeyRoot, k == KeyMode, k == KeyAddRoots, k == KeyProtect, k == KeySymlinks, k == KeySession, k == KeyUsers:
+		case k == KeyRoot, k == KeyMode, k == KeyAddRoots, k == KeyProtect, k == KeySymlinks, k == KeySession, k == KeyUsers, k == KeyLayer:
 		case strings.HasPrefix(k, PodInfoPrefix):
 		default:
-			return v, fmt.Errorf("volume attribute %q: unknown (want %s, %s, %s, %s, %s, %s or %s)", k, KeyRoot, KeyMode, KeyAddRoots, KeyProtect, KeySymlinks, KeySession, KeyUsers)
+			return v, fmt.Errorf("volume attribute %q: unknown (want %s, %s, %s, %s, %s, %s, %s or %s)", k, KeyRoot, KeyMode, KeyAddRoots, KeyProtect, KeySymlinks, KeySession, KeyUsers, KeyLayer)
 		}
 	}
 	if s, ok := vc[KeySession]; ok {
@@ -188,6 +197,16 @@ func parseContext(volumeID string, vc map[string]string, allowed []string) (volu
 		return v, fmt.Errorf("volume attribute %v", err) // "users: uid 0: ..."
 	}
 
+	if s, ok := vc[KeyLayer]; ok {
+		switch s {
+		case "true":
+			v.layer = true
+		case "false":
+		default:
+			return v, fmt.Errorf("volume attribute %s %q: want true or false", KeyLayer, s)
+		}
+	}
+
 	for _, k := range podInfoKeys {
 		if val, ok := vc[k]; ok {
 			v.labels[k] = val
@@ -219,6 +238,11 @@ func contextDigest(vc map[string]string) string {
 	h := sha256.New()
 	for _, k := range []string{KeyRoot, KeyMode, KeyAddRoots, KeyProtect, KeySymlinks, KeySession} {
 		fmt.Fprintf(h, "%s=%q\n", k, vc[k])
+	}
+	// Only when given: a volume published before the attribute existed
+	// keeps its digest (a republish after an upgrade still matches).
+	if s, ok := vc[KeyLayer]; ok {
+		fmt.Fprintf(h, "%s=%q\n", KeyLayer, s)
 	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }

@@ -75,8 +75,11 @@ type Config struct {
 	// root descriptor is opened there and every backing call goes below
 	// it, while Root stays the identity of the tree (what every policy
 	// decision, link rule, log line and kept state names). A descriptor's
-	// path under Backing is judged as the same path under Root. Absolute;
-	// it must be a directory the sessions cannot reach themselves.
+	// path under Backing is judged as the same path under Root. Absolute
+	// and physical (a symlink on the way is refused, and one swapped in
+	// before it is opened fails with ELOOP), so that a
+	// directory another mount's sessions can change (a sub-session's root
+	// in its parent's layer) cannot redirect the mount.
 	Backing string
 	// BeforeWrite, when set, is called with the path (Root's) of every
 	// write the policy allows, before the write is made: a layered session

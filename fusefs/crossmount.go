@@ -426,14 +426,65 @@ func (cs *crossings) openChild(dirfd int, name, p string) (int, syscall.Stat_t, 
 
 // checkCrossRead decides a read of the physical path p (lookup, open,
 // opendir, readlink) when it lies in a mount inside the root whose source
-// decides it; 0 otherwise, as reads inside the root are never refused.
+// decides it (crossRead); 0 otherwise, as reads inside the root are never
+// refused.
 func (m *mount) checkCrossRead(ctx context.Context, op, p string) syscall.Errno {
-	srcs := m.cross.sources(p)
-	if srcs == nil {
-		return 0
-	}
-	if d := m.cross.decideSources(m.policy(), policy.OpRead, srcs, policy.Object{}); !d.Allow {
+	if d, ok := m.crossRead(p); !ok {
 		return m.deny(ctx, op, p, d)
 	}
 	return 0
+}
+
+// crossRead is the read decision at the physical path p inside the root
+// when a mount there has a source that decides it: false with the
+// refusal, true otherwise.
+func (m *mount) crossRead(p string) (policy.Decision, bool) {
+	srcs := m.cross.sources(p)
+	if srcs == nil {
+		return policy.Decision{}, true
+	}
+	d := m.cross.decideSources(m.policy(), policy.OpRead, srcs, policy.Object{})
+	return d, d.Allow
+}
+
+// lookupRead is what a lookup of the physical path p decides before it
+// serves the name (node.Lookup): on a host view the read at p (its own
+// rules, then the policy), on a session mount the read at p's sources
+// (crossRead). False with the refusal.
+func (m *mount) lookupRead(p string) (policy.Decision, bool) {
+	if m.host != nil {
+		d := m.judge(policy.OpRead, p, policy.Object{})
+		return d, d.Allow
+	}
+	return m.crossRead(p)
+}
+
+// way decides the lookups a process makes on its way from the mount's
+// root to the physical path p: every name strictly between them, each as
+// lookupRead decides it, the first refusal returned with false. A path
+// below a nested mount is reached only through the mounts around it, so
+// a mount around it that refuses (a bind of a none root holding a bind of
+// a read-write one) refuses the path, whatever decides at p itself. On a
+// host view the way ends at a session link (what lies below is another
+// mount's). True when every lookup passes, or p is not below the root.
+func (m *mount) way(p string) (policy.Decision, bool) {
+	root := m.root
+	if p == root || !identity.Within(p, root) {
+		return policy.Decision{}, true
+	}
+	for i := len(root) + 1; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		q := p[:i]
+		if m.host != nil {
+			if _, ok := m.host.links[q]; ok {
+				return policy.Decision{}, true
+			}
+		}
+		if d, ok := m.lookupRead(q); !ok {
+			return d, false
+		}
+	}
+	return policy.Decision{}, true
 }

@@ -277,3 +277,88 @@ func TestCrossMountListsNoHidden(t *testing.T) {
 		wantErrno(t, "lstat "+p, err, syscall.EACCES)
 	}
 }
+
+// A path below a nested mount is decided on the way there too (attack
+// finding F6: `session resolve` said a path was readable and writable
+// where the mount refused it): work/bm is a bind of a none root holding a
+// bind of a read-write root at work/bm/y, so a process never reaches
+// work/bm/y/f (the lookup of bm is EACCES), and Server.Decide says so, for
+// reads and writes, before any lookup crossed the mounts and after; the
+// read-write root's own copy is untouched. A recursive bind (work/rb, of
+// a directory holding a bind of the none root) agrees as well: what it
+// shows of the none root is EACCES both ways, the rest readable.
+func TestCrossMountNestedDecidedOnTheWay(t *testing.T) {
+	base := canonT(t, t.TempDir())
+	none, rw, outer := filepath.Join(base, "none"), filepath.Join(base, "rw"), varTmpDirT(t)
+	for _, d := range []string{filepath.Join(none, "y"), rw, filepath.Join(outer, "n")} {
+		mkdirT(t, d, 0o755)
+	}
+	writeFileT(t, filepath.Join(none, "s"), "secret\n", 0o644)
+	writeFileT(t, filepath.Join(rw, "f"), "rw\n", 0o644)
+	writeFileT(t, filepath.Join(outer, "o"), "outer\n", 0o644)
+	backing, mnt, srv := mountT(t, withRoot(none, policy.AccessNone), withRoot(rw, policy.AccessReadWrite),
+		withPopulate(func(t *testing.T, b string) {
+			mkdirT(t, filepath.Join(b, "work/bm"), 0o755)
+			mkdirT(t, filepath.Join(b, "work/rb"), 0o755)
+		}))
+	w := filepath.Join(backing, "work")
+	bindT(t, none, filepath.Join(w, "bm"))
+	bindT(t, rw, filepath.Join(w, "bm/y"))
+	bindT(t, none, filepath.Join(outer, "n"))
+	if err := unix.Mount(outer, filepath.Join(w, "rb"), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		t.Fatalf("rbind %s: %v", outer, err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(w, "rb"), unix.MNT_DETACH) })
+
+	type want struct {
+		p     string
+		op    policy.Op
+		errno syscall.Errno
+		rule  string
+	}
+	cases := []want{
+		{"bm/y/f", policy.OpRead, syscall.EACCES, "root:none"},
+		{"bm/y/f", policy.OpWrite, syscall.EACCES, "root:none"},
+		{"bm/y/new", policy.OpCreate, syscall.EACCES, "root:none"},
+		{"rb/n/s", policy.OpRead, syscall.EACCES, "root:none"},
+		{"rb/n/s", policy.OpWrite, syscall.EACCES, "root:none"},
+		{"rb/o", policy.OpRead, 0, "outside:read-only"},
+		{"rb/o", policy.OpWrite, syscall.EROFS, "outside:read-only"},
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range cases {
+			d := srv.Decide(c.op, filepath.Join(w, c.p))
+			if d.Allow != (c.errno == 0) || d.Errno != c.errno || d.Rule != c.rule {
+				t.Errorf("%s: Decide(%s, work/%s) = %+v, want errno %v rule %s", when, c.op, c.p, d, c.errno, c.rule)
+			}
+		}
+	}
+	check("before any lookup")
+
+	m := filepath.Join(mnt, "work")
+	for _, c := range []struct{ script, want string }{
+		{"cat bm/y/f", "Permission denied"},
+		{"echo PWN >> bm/y/f", "Permission denied"},
+		{"touch bm/y/new", "Permission denied"},
+		{"cat rb/n/s", "Permission denied"},
+		{"echo PWN >> rb/o", "Read-only file system"},
+	} {
+		_, errOut, code := shEnv(t, m, nil, c.script)
+		if code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d stderr %q, want %q", c.script, code, errOut, c.want)
+		}
+	}
+	if out := shOK(t, m, "cat rb/o"); out != "outer\n" {
+		t.Errorf("cat rb/o = %q, want outer", out)
+	}
+	check("after the lookups")
+	for p, c := range map[string]string{filepath.Join(rw, "f"): "rw\n", filepath.Join(none, "s"): "secret\n", filepath.Join(outer, "o"): "outer\n"} {
+		if b, err := os.ReadFile(p); err != nil || string(b) != c {
+			t.Errorf("%s = %q, %v; want %q", p, b, err, c)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(rw, "new")); !os.IsNotExist(err) {
+		t.Errorf("rw/new: %v, want it never made", err)
+	}
+}

@@ -162,9 +162,20 @@ var (
 
 func (m *mount) policy() *policy.Policy { return m.pol.Load() }
 
-// decide asks the policy about op at the physical path p and object obj; a
-// host view first applies its own rules (hidden places, session links).
+// decide asks the policy about op at the physical path p and object obj
+// (judge), and before an allowed write calls Config.BeforeWrite.
 func (m *mount) decide(op policy.Op, p string, obj policy.Object) policy.Decision {
+	d := m.judge(op, p, obj)
+	if d.Allow && op.IsWrite() && m.before != nil {
+		m.before(p)
+	}
+	return d
+}
+
+// judge is decide without its effect: a host view first applies its own
+// rules (hidden places, session links), a path in a mount inside the root
+// is decided at its source (crossmount.go), the rest by the policy.
+func (m *mount) judge(op policy.Op, p string, obj policy.Object) policy.Decision {
 	if m.host != nil {
 		if d, ok := m.host.gate(m.policy(), op, p); !ok {
 			return d
@@ -182,9 +193,6 @@ func (m *mount) decide(op policy.Op, p string, obj policy.Object) policy.Decisio
 		}
 	} else {
 		d = m.policy().DecideAt(op, p, obj)
-	}
-	if d.Allow && op.IsWrite() && m.before != nil {
-		m.before(p)
 	}
 	return d
 }
@@ -442,7 +450,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		if text, ok := m.host.links[p]; ok {
 			return n.addLinkNode(ctx, p, text, out), 0
 		}
-		if d := m.decide(policy.OpRead, p, policy.Object{}); !d.Allow {
+		if d, ok := m.lookupRead(p); !ok {
 			return nil, m.deny(ctx, "lookup", p, d)
 		}
 	}

@@ -79,6 +79,11 @@ func Mount(cfg Config) (*Server, error) {
 		if served, err = identity.Canonical(cfg.Backing); err != nil {
 			return nil, fmt.Errorf("backing %q: %s", cfg.Backing, describe(err))
 		}
+		if served != filepath.Clean(cfg.Backing) {
+			// A directory a session can change (a sub-session's, in its
+			// parent's layer) must not redirect the mount elsewhere.
+			return nil, fmt.Errorf("backing %q: not its physical path (%s): a symlink on the way", cfg.Backing, served)
+		}
 	}
 	rootFd, err := identity.OpenCanonical(served)
 	if err != nil {
@@ -626,8 +631,11 @@ func changedRoots(a, b policy.Spec) []string {
 
 // Decide returns what the mount answers for op at the canonical physical
 // path p, without a round trip through the kernel (so a process that must
-// not look into its own mount, like the daemon, can ask): a host view's
-// own rules first (a hidden place is EACCES "hostview:hidden"; a lookup on
+// not look into its own mount, like the daemon, can ask): the lookups on
+// the way to p first, as a process makes them (a path below a mount inside
+// the root is refused when a mount around it is: a bind of a none root
+// holding a bind of a read-write one), then a host view's own rules (a
+// hidden place is EACCES "hostview:hidden"; a lookup on
 // the way to a visible place through a refused area is allowed as
 // "hostview:passage"; a session link cannot be changed; a mount on the way
 // of a refused type, or whose source lies in a none root, is EACCES
@@ -642,7 +650,11 @@ func (s *Server) Decide(op policy.Op, p string) policy.Decision {
 		// may have crossed yet: what a lookup there would learn.
 		cs.learnTable(func(mp string) bool { return identity.Within(p, mp) })
 	}
-	d := s.m.decide(op, p, policy.Object{})
+	// The lookups on the way first, as a process meets them.
+	if d, ok := s.m.way(p); !ok {
+		return d
+	}
+	d := s.m.judge(op, p, policy.Object{})
 	// A refusal decided at a mount's source is named by the mount's rule
 	// when that refuses it too, as a lookup crossing it is refused.
 	if h := s.m.host; h != nil && (d.Allow || s.m.cross.sources(p) != nil) {

@@ -2,7 +2,7 @@
 # Installs what wsfs's tests and demo need on a Debian machine: fuse3
 # (fusermount3 and the FUSE device), git, bubblewrap (exec --confine), the
 # tools the end-to-end tests drive the mount with (python3, flock, stat,
-# truncate), Node.js and npm with the TypeScript client's locked
+# truncate, setfacl, setfattr), Node.js and npm with the TypeScript client's locked
 # dependencies (npm ci in clients/typescript); /dev/fuse 0666 and
 # user_allow_other for the tests that run wsfs as an ordinary user. Idempotent: apt-get
 # runs only when something is missing. Needs root (or sudo).
@@ -38,6 +38,8 @@ command -v truncate >/dev/null 2>&1 || need+=(coreutils)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap) # wsfs exec --confine's jail
 # setfacl/getfacl: the default-ACL tests compare the mount with native ext4.
 command -v setfacl >/dev/null 2>&1 || need+=(acl)
+# setfattr: hack/layer-acceptance.sh's script (issue 23) sets and removes xattrs.
+command -v setfattr >/dev/null 2>&1 || need+=(attr)
 # Node.js and npm for the TypeScript client's tests (clients/typescript):
 # Debian's packages when the machine has none.
 command -v node >/dev/null 2>&1 || need+=(nodejs)

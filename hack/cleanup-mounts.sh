@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Usage: hack/cleanup-mounts.sh DIR
 #
-# Lazily unmounts every FUSE mount at DIR or below it (an exact path prefix,
-# read from /proc/mounts), deepest first. Meant for leftovers of a crashed
-# test or demo; it touches nothing outside DIR.
+# Lazily unmounts every FUSE mount and every overlay (a layered session's,
+# README "Layers") at DIR or below it (an exact path prefix, read from
+# /proc/mounts), deepest first. Meant for leftovers of a crashed test or
+# demo; it touches nothing outside DIR.
 set -euo pipefail
 
 if [ "$#" -ne 1 ] || [ -z "$1" ]; then
@@ -27,7 +28,7 @@ unescape() {
 	printf '%s' "$s"
 }
 
-mapfile -t mounts < <(awk '$3 == "fuse" || $3 ~ /^fuse\./ || $3 == "fuseblk" { print $2 }' /proc/mounts | sort -r)
+mapfile -t mounts < <(awk '$3 == "fuse" || $3 ~ /^fuse\./ || $3 == "fuseblk" || $3 == "overlay" { print $2 }' /proc/mounts | sort -r)
 status=0
 for m in "${mounts[@]}"; do
 	mp=$(unescape "$m")

@@ -113,3 +113,56 @@ func TestBindMountInRoot(t *testing.T) {
 		t.Errorf("out2/PWN: %v", err)
 	}
 }
+
+// TestResolveNestedBindAsMount: `session resolve` gives the decision the
+// mount gives below nested binds (attack finding F6): proj/x is a bind of
+// the none root out2 holding a bind of the read-write root ok at x/y, so
+// x/y/f is EACCES (root:none) for read and write, as cat and a write
+// through the mount and the jail get, not ok's read-write; outside the
+// root, a bind of out2 at else/w is EACCES as the host view answers, not
+// the bare policy's outside:read-only. ok/f is unchanged.
+func TestResolveNestedBindAsMount(t *testing.T) {
+	dir := outsideDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	proj, out2, ok, els := filepath.Join(dir, "proj"), filepath.Join(dir, "out2"), filepath.Join(dir, "ok"), filepath.Join(dir, "else")
+	mkTree(t, proj, "x/")
+	mkTree(t, out2, "y/", "s")
+	mkTree(t, ok, "f")
+	mkTree(t, els, "w/")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: proj, Policy: &api.Policy{
+		Additional: []api.Root{{Path: out2, Access: api.AccessNone}, {Path: ok, Access: api.AccessReadWrite}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][2]string{{out2, filepath.Join(proj, "x")}, {ok, filepath.Join(proj, "x/y")}, {out2, filepath.Join(els, "w")}} {
+		if err := unix.Mount(b[0], b[1], "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount %s on %s: %v", b[0], b[1], err)
+		}
+		t.Cleanup(func() { unix.Unmount(b[1], unix.MNT_DETACH) })
+	}
+	for _, p := range []string{"x/y/f", filepath.Join(els, "w/s")} {
+		res, err := d.c.Resolve(ctx, "s1", p)
+		if err != nil {
+			t.Fatalf("resolve %s: %v", p, err)
+		}
+		for op, got := range map[string]api.Decision{"read": res.Read, "write": res.Write} {
+			if got.Allow || got.Errno != "EACCES" || got.Rule != "root:none" {
+				t.Errorf("resolve %s: %s %+v, want EACCES root:none", p, op, got)
+			}
+		}
+	}
+	hv := filepath.Join(d.mountBase, "@host", "s1")
+	for _, script := range []string{"cat x/y/f", "echo PWN >> x/y/f", "cat " + hv + els + "/w/s"} {
+		if r := d.exec(t, "s1", nil, "sh", "-c", script); r.code == 0 || !strings.Contains(r.stderr, "Permission denied") {
+			t.Errorf("exec %s: %+v, want Permission denied", script, r)
+		}
+	}
+	if haveJail() {
+		if r := d.exec(t, "s1", []string{"--confine"}, "sh", "-c", "echo PWN >> "+proj+"/x/y/f"); r.code == 0 || !strings.Contains(r.stderr, "Permission denied") {
+			t.Errorf("jail write to x/y/f: %+v, want Permission denied", r)
+		}
+	}
+	if got := readFile(t, filepath.Join(ok, "f")); got != "f" {
+		t.Errorf("ok/f = %q, want it unchanged", got)
+	}
+}

@@ -104,7 +104,8 @@ type creation struct {
 	events     *eventLog
 	rootID     identity.FileID
 	srv        *fusefs.Server
-	layer      *Layer // Spec.Layer's, open
+	layer      *Layer // the layer the mount serves: Spec.Layer's, open, or layerOf's
+	layerOf    string // the session whose layer a sub-session's tree lies in (record.LayerOf)
 }
 
 // run does the steps in order; on the first error it undoes what the steps
@@ -197,10 +198,11 @@ func (c *creation) compile(ctx context.Context) error {
 		if c.parentPol, prec, err = c.m.parentOf(c.id, c.spec.Parent); err != nil {
 			return err
 		}
+		// A child of a layered session sees and writes its parent's
+		// tree: the layer of the parent, or of the parent's own parent.
+		c.layerOf = prec.LayerOf
 		if prec.Layer != "" {
-			// The child would see, and write, the project under the
-			// parent's layer.
-			return errorf(CodeInvalid, "session %q: parent %q runs on a layer: a sub-session of a layered session is not supported", c.id, c.spec.Parent)
+			c.layerOf = c.spec.Parent
 		}
 		c.parentLinks, c.parentAllow = prec.Symlinks, prec.AllowWrite
 		if c.spec.Users == nil {
@@ -423,14 +425,19 @@ func (c *creation) makeState(ctx context.Context) error {
 }
 
 // makeLayer makes and mounts the session's layer, <state>/layers/<id>,
-// when the spec asks for one (a sub-session may not: its parent's layer
-// would not be under it).
+// when the spec asks for one, or for a sub-session of a layered session
+// takes that session's (joinLayer). A sub-session has no layer of its own:
+// it sees and writes its parent's tree, which a layer of its own would
+// hide from the parent (and on a layered parent stack a second overlay).
 func (c *creation) makeLayer(ctx context.Context) error {
+	if c.spec.Layer && c.spec.Parent != "" {
+		return errorf(CodeInvalid, "session %q: layer with parent %q: a sub-session cannot have a layer of its own (it sees and writes its parent's tree, and the layer of its parent when that has one)", c.id, c.spec.Parent)
+	}
+	if c.layerOf != "" {
+		return c.joinLayer()
+	}
 	if !c.spec.Layer {
 		return nil
-	}
-	if c.spec.Parent != "" {
-		return errorf(CodeInvalid, "session %q: layer with parent %q: a sub-session cannot run on a layer", c.id, c.spec.Parent)
 	}
 	dir := c.m.layerDirOf(c.id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
@@ -451,6 +458,36 @@ func (c *creation) makeLayer(ctx context.Context) error {
 			c.m.log.Error("undo create: layer", "session", c.id, "err", err)
 		}
 	})
+	return nil
+}
+
+// joinLayer takes the layer of session c.layerOf for a sub-session of a
+// layered session: its root must lie in that layer's project and be a
+// directory of the layer's merged tree (what the parent sees there: not
+// deleted, not replaced by a symlink or a file in the layer).
+func (c *creation) joinLayer() error {
+	l, err := c.m.subLayer(c.id, c.layerOf)
+	if err != nil {
+		return errorf(CodeInvalid, "%v", err)
+	}
+	c.undo = append(c.undo, func() { l.dropSub(c.id) })
+	if !identity.Within(c.root, l.Lower) {
+		return errorf(CodeInvalid, "session %q: root %s: outside %s, the project of session %q's layer (a sub-session of a layered session serves a directory of that tree)", c.id, c.root, l.Lower, c.layerOf)
+	}
+	if err := offLayer(c.id, c.layerOf, l.Lower, c.pol, c.allowWrite); err != nil {
+		return err
+	}
+	b := l.backingOf(c.root)
+	canon, err := identity.Canonical(b)
+	switch {
+	case err != nil:
+		return errorf(CodeInvalid, "session %q: root %s: %s in the layer of session %q (removed there)", c.id, c.root, identity.ErrnoText(err), c.layerOf)
+	case canon != b:
+		return errorf(CodeInvalid, "session %q: root %s: a symlink in the layer of session %q, not a directory", c.id, c.root, c.layerOf)
+	case !isDir(b):
+		return errorf(CodeInvalid, "session %q: root %s: not a directory in the layer of session %q", c.id, c.root, c.layerOf)
+	}
+	c.layer = l
 	return nil
 }
 
@@ -544,9 +581,10 @@ func (c *creation) publish(ctx context.Context) error {
 		TmpDir: c.tmpDir, AllowWrite: c.allowWrite, Users: slices.Clone(c.spec.Users), Created: time.Now().UTC().Truncate(time.Millisecond),
 		Labels: maps.Clone(c.spec.Labels),
 	}
-	if c.layer != nil {
+	if c.layer != nil && c.layerOf == "" {
 		rec.Layer = c.layer.Dir
 	}
+	rec.LayerOf = c.layerOf
 	if err := m.writeRecord(rec); err != nil {
 		return errorf(CodeInternal, "session %q: record: %v", id, err)
 	}

@@ -23,14 +23,17 @@ import (
 
 	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
 )
 
-// The directories of a layer, under its directory.
+// The directories and files of a layer, under its directory.
 const (
 	layerUpper    = "upper"
 	layerWork     = "work"
 	layerMerged   = "merged"
 	layerBaseline = "baseline.jsonl"
+	layerManifest = "layer.json" // LayerInfo
+	layerLock     = "lock"       // flock(2): shared by mounts, exclusive for OpenLayerDir
 )
 
 // layersDir is the directory of the daemon's layers under its state
@@ -60,6 +63,10 @@ type Layer struct {
 	mu   sync.Mutex
 	seen map[string]bool // relative paths with a baseline record
 	jf   *os.File        // the baseline journal, appended to
+	// subs are the sub-sessions whose mounts serve the layer besides its
+	// own session's (Manager: a layered session's descendants), by id:
+	// the layer is not removed while one is there.
+	subs map[string]bool
 
 	// ops serializes the verbs (diff, commit, discard; Manager's, through
 	// run) and Close, so that a verb runs without the session's lock and
@@ -67,6 +74,92 @@ type Layer struct {
 	// has run.
 	ops    sync.Mutex
 	closed bool
+	// lock holds the layer directory's lock file, flock(2)ed shared by
+	// every process serving the layer (a daemon, its successor during a
+	// takeover, wsfs mount), exclusively by OpenLayerDir; released by
+	// Close (and by the kernel when the process dies).
+	lock *os.File
+}
+
+// LayerInfo is a layer directory's manifest (layer.json, written by
+// OpenLayer and RecordMount): the project the layer was made for, and for
+// a layer that `wsfs mount --layer` served, that mount's mountpoint and
+// policy, by which the layer verbs outside a daemon apply it
+// (OpenLayerDir).
+type LayerInfo struct {
+	Version int `json:"version"`
+	// Lower is the project's canonical path.
+	Lower string `json:"lower"`
+	// Mountpoint is the last wsfs mount's (canonical); "" for a daemon
+	// session's layer.
+	Mountpoint string `json:"mountpoint,omitempty"`
+	// Policy is the last wsfs mount's policy (compiled: every default
+	// filled in); nil for a daemon session's layer, whose policy is its
+	// session's.
+	Policy *policy.Spec `json:"policy,omitempty"`
+}
+
+// layerInfoVersion is LayerInfo's format.
+const layerInfoVersion = 1
+
+// readLayerInfo reads dir's manifest; os.ErrNotExist when it has none.
+func readLayerInfo(dir string) (LayerInfo, error) {
+	var info LayerInfo
+	b, err := os.ReadFile(filepath.Join(dir, layerManifest))
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal(b, &info); err != nil || info.Lower == "" {
+		return info, fmt.Errorf("%s: not a layer manifest (want {\"version\":1,\"lower\":...})", layerManifest)
+	}
+	if info.Version != layerInfoVersion {
+		return info, fmt.Errorf("%s: version %d, want %d", layerManifest, info.Version, layerInfoVersion)
+	}
+	return info, nil
+}
+
+// writeInfo writes the layer's manifest atomically.
+func (l *Layer) writeInfo(info LayerInfo) error {
+	info.Version, info.Lower = layerInfoVersion, l.Lower
+	b, _ := json.MarshalIndent(info, "", "  ")
+	if err := writeFileAtomic(l.Dir, layerManifest, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("layer %q: %s: %s", l.Dir, layerManifest, identity.ErrnoText(err))
+	}
+	return nil
+}
+
+// RecordMount records in the layer's manifest the mountpoint (canonical)
+// and the policy (its compiled spec) of the wsfs mount serving it: what
+// the layer verbs outside a daemon apply (OpenLayerDir). The last mount's
+// replaces an earlier one's.
+func (l *Layer) RecordMount(mountpoint string, spec policy.Spec) error {
+	return l.writeInfo(LayerInfo{Mountpoint: mountpoint, Policy: &spec})
+}
+
+// lockDir takes the layer directory's lock (layerLock): shared, or with
+// exclusive alone; without waiting. Held elsewhere: ErrBusy, saying who
+// holds it.
+func (l *Layer) lockDir(exclusive bool) error {
+	f, err := os.OpenFile(filepath.Join(l.Dir, layerLock), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("layer %q: %s: %s", l.Dir, layerLock, identity.ErrnoText(err))
+	}
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
+	}
+	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err != unix.EWOULDBLOCK {
+			return fmt.Errorf("layer %q: %s: %s", l.Dir, layerLock, identity.ErrnoText(err))
+		}
+		if exclusive {
+			return errorf(CodeBusy, "layer %q: in use by a running mount (wsfs mount --layer, or a daemon's session); stop it first: the mount keeps the layer's baseline and kernel caches, which a change from another process would leave stale", l.Dir)
+		}
+		return errorf(CodeBusy, "layer %q: in use by a wsfs layer diff, commit or discard; start again once it is done", l.Dir)
+	}
+	l.lock = f
+	return nil
 }
 
 // errLayerClosed is run's error once the layer is closed (its session
@@ -91,7 +184,8 @@ func (l *Layer) Upper() string { return filepath.Join(l.Dir, layerUpper) }
 func (l *Layer) Merged() string { return filepath.Join(l.Dir, layerMerged) }
 
 // OpenLayer makes (when missing) the layer directory dir for the project
-// lower (canonical, a directory) and mounts the overlay at dir/merged,
+// lower (canonical, a directory) and mounts the overlay at dir/merged
+// (Layer.Dir is dir's physical path),
 // unless an overlay is mounted there already (a daemon that restarts finds
 // its predecessor's: a kernel mount outlives the process). dir must be
 // absolute, on a file system that supports trusted extended attributes
@@ -102,6 +196,12 @@ func (l *Layer) Merged() string { return filepath.Join(l.Dir, layerMerged) }
 // Errors name dir and the rule; nothing is mounted after an error (the
 // directories made stay, empty, for the caller's cleanup).
 func OpenLayer(dir, lower string) (*Layer, error) {
+	return openLayer(dir, lower, false)
+}
+
+// openLayer is OpenLayer, with exclusive the layer directory's lock taken
+// alone (OpenLayerDir), else shared.
+func openLayer(dir, lower string, exclusive bool) (*Layer, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("layer %q: must be an absolute path", dir)
 	}
@@ -109,10 +209,45 @@ func OpenLayer(dir, lower string) (*Layer, error) {
 	if identity.Within(dir, lower) || identity.Within(lower, dir) {
 		return nil, fmt.Errorf("layer %q: overlaps the project %s (the layer must be outside it)", dir, lower)
 	}
-	l := &Layer{Dir: dir, Lower: lower, seen: map[string]bool{}}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("layer %q: %s", dir, identity.ErrnoText(err))
 	}
+	// Its physical path: a mount serves the merged tree by it
+	// (fusefs.Config.Backing, which must have no symlink on the way).
+	given := dir
+	dir, err := identity.Canonical(dir)
+	if err != nil {
+		return nil, fmt.Errorf("layer %q: %s", given, identity.ErrnoText(err))
+	}
+	if identity.Within(dir, lower) || identity.Within(lower, dir) {
+		return nil, fmt.Errorf("layer %q: overlaps the project %s physically (the layer must be outside it)", given, lower)
+	}
+	l := &Layer{Dir: dir, Lower: lower, seen: map[string]bool{}}
+	if err := l.lockDir(exclusive); err != nil {
+		return nil, err
+	}
+	switch info, err := readLayerInfo(dir); {
+	case errors.Is(err, os.ErrNotExist):
+		// A new layer, or one made before manifests: it is this project's
+		// from now on.
+		if err := l.writeInfo(LayerInfo{}); err != nil {
+			l.unlock()
+			return nil, err
+		}
+	case err != nil:
+		l.unlock()
+		return nil, fmt.Errorf("layer %q: %v", dir, err)
+	case info.Lower != lower:
+		// Its upper directory holds another project's changes.
+		l.unlock()
+		return nil, fmt.Errorf("layer %q: made for the project %s, not %s", dir, info.Lower, lower)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			l.unlock()
+		}
+	}()
 	for _, d := range []string{layerUpper, layerWork, layerMerged} {
 		err := os.Mkdir(filepath.Join(dir, d), 0o700)
 		if err != nil && !errors.Is(err, os.ErrExist) {
@@ -145,7 +280,16 @@ func OpenLayer(dir, lower string) (*Layer, error) {
 		l.Close()
 		return nil, err
 	}
+	ok = true
 	return l, nil
+}
+
+// unlock releases the layer directory's lock (lockDir).
+func (l *Layer) unlock() {
+	if l.lock != nil {
+		l.lock.Close()
+		l.lock = nil
+	}
 }
 
 // mounted reports whether an overlay is mounted at the merged directory.
@@ -201,6 +345,7 @@ func (l *Layer) Close() error {
 		l.jf = nil
 	}
 	l.mu.Unlock()
+	defer l.unlock()
 	if !l.mounted() {
 		return nil
 	}

@@ -84,8 +84,9 @@ type objID struct{ dev, ino uint64 }
 
 // diff is Diff, with the identity of the project's object at each deleted
 // path, each path where a non-directory replaces it (what a commit may
-// remove there) and each modified path (the only object a commit may
-// change there).
+// remove there), each modified path (the only object a commit may change
+// there) and each renamed directory whose own attributes changed (its
+// origin: the only object a commit may give them).
 func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
 	return l.diffWith(context.Background(), nil, text)
 }
@@ -292,7 +293,20 @@ func (d *differ) dir(ufd int, name, up, lp string, lst *unix.Stat_t) error {
 		if fst, err := lstatBeneath(d.l.Lower, from); err == nil && fst.Mode&unix.S_IFMT == unix.S_IFDIR {
 			switch {
 			case lst == nil:
-				d.out = append(d.out, api.Change{Path: up, Kind: ChangeRenamed, Type: "dir", From: from})
+				// Its own attributes against its origin's: a commit
+				// renames the project's directory, then gives it these.
+				var ust unix.Stat_t
+				if err := unix.Fstatat(ufd, name, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					return err
+				}
+				fields, _, err := d.compare(up, from, &ust, fst)
+				if err != nil {
+					return err
+				}
+				d.out = append(d.out, api.Change{Path: up, Kind: ChangeRenamed, Type: "dir", From: from, Fields: fields})
+				if len(fields) > 0 {
+					d.deleted[up] = objID{fst.Dev, fst.Ino}
+				}
 			case !lowerIsDir:
 				d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: "dir", From: from})
 			}
@@ -717,7 +731,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 		}
 		var err error
 		if c.Kind == ChangeRenamed {
-			err = l.commitRename(proj, c, paths, decide, force)
+			err = l.commitRename(proj, merged, c, deleted[c.Path], paths, decide, force)
 			if err == nil {
 				moved[c.From] = true
 			}
@@ -762,9 +776,11 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 // commitRename renames the project's directory c.From to c.Path (a
 // directory the session renamed), when its origin is committed too, is no
 // conflict (unless force), may be removed and the target does not exist in
-// the project; then the layer's directory loses its redirect (the project
-// has it at its own path now).
-func (l *Layer) commitRename(proj int, c api.Change, paths []string, decide decider, force bool) error {
+// the project, and gives it the attributes c.Fields names from the
+// session's (merged) directory, when it is still origin (the diff's);
+// then the layer's directory loses its redirect (the project has it at
+// its own path now).
+func (l *Layer) commitRename(proj, merged int, c api.Change, origin objID, paths []string, decide decider, force bool) error {
 	if !within(c.From, paths) {
 		return fmt.Errorf("renamed from %s in the session: commit both paths", c.From)
 	}
@@ -793,6 +809,13 @@ func (l *Layer) commitRename(proj int, c api.Change, paths []string, decide deci
 			return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
 		}
 		return err
+	}
+	if len(c.Fields) > 0 {
+		// What the session changed of the directory itself, on the
+		// project's directory just renamed (origin, the diff's).
+		if err := metaAt(merged, proj, c.Path, origin); err != nil {
+			return err
+		}
 	}
 	fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 	if err != nil {

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wsfs/wsfs/fusefs"
@@ -38,28 +40,144 @@ func removeLayerDir(dir string) error {
 func (l *Layer) Config(cfg fusefs.Config) fusefs.Config { return layered(cfg, l) }
 
 // layered returns cfg serving layer l's merged tree in the project's place
-// (cfg unchanged when l is nil): no watcher (host changes below an overlay
-// raise no events on it), so the kernel's caches keep the short timeouts,
-// and every allowed write first records the project's baseline.
+// (cfg unchanged when l is nil): the merged directory at cfg.Root's place
+// in the project (the merged root for the project itself, a directory of
+// it for a sub-session's root inside the project: backingOf), no watcher
+// (host changes below an overlay raise no events on it), so the kernel's
+// caches keep the short timeouts, and every allowed write first records
+// the project's baseline.
 func layered(cfg fusefs.Config, l *Layer) fusefs.Config {
 	if l == nil {
 		return cfg
 	}
-	cfg.Backing = l.Merged()
+	cfg.Backing = l.backingOf(cfg.Root)
 	cfg.BeforeWrite = l.Before
 	cfg.NoWatch = true
 	return cfg
+}
+
+// backingOf returns the merged directory that stands for root, the
+// project or a directory inside it (canonical): Merged() joined with
+// root's path below the project. Which object is there is the overlay's to
+// say (fusefs.Mount opens it refusing a symlink on the way).
+func (l *Layer) backingOf(root string) string {
+	rel, err := filepath.Rel(l.Lower, root)
+	if err != nil || rel == "." {
+		return l.Merged()
+	}
+	return filepath.Join(l.Merged(), rel)
+}
+
+// addSub records sub-session id as serving the layer (Remove of its
+// session is refused meanwhile); dropSub forgets it.
+func (l *Layer) addSub(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.subs == nil {
+		l.subs = map[string]bool{}
+	}
+	l.subs[id] = true
+}
+
+// dropSub forgets sub-session id (addSub).
+func (l *Layer) dropSub(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.subs, id)
+}
+
+// users returns the sub-sessions serving the layer, sorted.
+func (l *Layer) users() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Sorted(maps.Keys(l.subs))
+}
+
+// offLayer refuses, for session id on session owner's layer over the
+// project lower, a place its policy (pol) or its jails' allow_write open
+// inside that project past its own mount: a root other than none, a temp
+// entry, an allow_write directory at or below lower. Its host view and
+// jails reach such a place on disk, where writes would land in the
+// project, not in the layer (and reads would not see the layer). A place
+// that holds the project is hidden there already (the owner's root is
+// another session's place).
+func offLayer(id, owner, lower string, pol *policy.Policy, allowWrite []string) error {
+	why := func(what, p string) error {
+		return errorf(CodeInvalid, "session %q: %s %s: inside %s, the project of session %q's layer, which a session on that layer reaches only through its own root's mount (a root there would read and write the project on disk, past the layer)", id, what, p, lower, owner)
+	}
+	spec := pol.Spec()
+	for _, r := range spec.Additional {
+		if r.Access != policy.AccessNone && identity.Within(r.Path, lower) {
+			return why("additional root", r.Path)
+		}
+	}
+	for _, t := range spec.Temp {
+		if identity.Within(t, lower) {
+			return why("temp", t)
+		}
+	}
+	for _, w := range allowWrite {
+		if identity.Within(w, lower) {
+			return why("allow_write", w)
+		}
+	}
+	return nil
+}
+
+// layerLower returns the project of the layer session s runs on without
+// owning it (rec.LayerOf); "" when it is on none or not mounted (a policy
+// change is refused then). s.mu held.
+func layerLower(s *session) string {
+	if s.rec.LayerOf == "" || s.layer == nil {
+		return ""
+	}
+	return s.layer.Lower
+}
+
+// subLayer returns the layer session owner's mount serves, for its
+// descendant id being created or recovered, and records id as serving it
+// (addSub, under the owner's lock: a Remove of the owner sees it): the
+// owner must exist, run on its own layer and be mounted. Errors name both
+// sessions.
+func (m *Manager) subLayer(id, owner string) (*Layer, error) {
+	m.mu.Lock()
+	o := m.sessions[owner]
+	m.mu.Unlock()
+	if o == nil {
+		return nil, fmt.Errorf("session %q: runs on the layer of session %q, which does not exist", id, owner)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.gone || o.creating:
+		return nil, fmt.Errorf("session %q: runs on the layer of session %q, which does not exist", id, owner)
+	case o.rec.Layer == "":
+		return nil, fmt.Errorf("session %q: runs on the layer of session %q, which has none", id, owner)
+	case o.layer == nil || o.failed != "":
+		return nil, fmt.Errorf("session %q: runs on the layer of session %q, which is not mounted: %s", id, owner, o.failed)
+	}
+	o.layer.addSub(id)
+	return o.layer, nil
 }
 
 // reopenLayer opens the recorded layer of a session being recovered (the
 // overlay mounted again unless it outlived the daemon) and sets s.layer;
 // nil, nil without one.
 func (m *Manager) reopenLayer(s *session, rec record) (*Layer, error) {
-	if rec.Layer == "" {
-		return nil, nil
-	}
 	if s.layer != nil {
 		return s.layer, nil
+	}
+	if rec.LayerOf != "" {
+		// Its owner was recovered first (Recover's order).
+		l, err := m.subLayer(rec.ID, rec.LayerOf)
+		if err != nil {
+			return nil, err
+		}
+		s.layer = l
+		return l, nil
+	}
+	if rec.Layer == "" {
+		return nil, nil
 	}
 	if _, err := os.Stat(filepath.Join(rec.Layer, layerUpper)); err != nil {
 		// Never a fresh, empty layer in place of the session's changes.
@@ -80,6 +198,13 @@ func (m *Manager) layerOf(id, verb string) (*session, *Layer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if s.rec.LayerOf != "" {
+		// The layer's changes are its owner's to apply or throw away:
+		// a sub-session only narrows what its parent may do.
+		owner := s.rec.LayerOf
+		s.mu.Unlock()
+		return nil, nil, errorf(CodeInvalid, "session %q: %s: the session has no layer of its own; it runs on the layer of session %q, whose diff, commit, discard, checkpoints and rollback are that session's", id, verb, owner)
+	}
 	if s.rec.Layer == "" {
 		s.mu.Unlock()
 		return nil, nil, errorf(CodeInvalid, "session %q: %s: %v", id, verb, errLayerless)
@@ -95,27 +220,132 @@ func (m *Manager) layerOf(id, verb string) (*session, *Layer, error) {
 // root or the mountpoint) relative to the root, cleaned; ErrInvalid names
 // a path outside the session.
 func layerPaths(id string, rec record, paths []string) ([]string, error) {
+	out, err := LayerPaths(rec.Root, rec.Mountpoint, paths)
+	if err != nil {
+		return nil, errorf(CodeInvalid, "session %q: %v", id, err)
+	}
+	return out, nil
+}
+
+// LayerPaths returns paths, each relative to the project root or absolute
+// inside root or the mountpoint mp (mp may be ""), relative to root and
+// cleaned, as the layer verbs take them. An empty path, one outside both,
+// or one that leaves the root is an error naming it.
+func LayerPaths(root, mp string, paths []string) ([]string, error) {
 	out := make([]string, 0, len(paths))
 	for _, p := range paths {
 		var rel string
 		switch {
 		case p == "":
-			return nil, errorf(CodeInvalid, "session %q: path %q: empty", id, p)
+			return nil, fmt.Errorf("path %q: empty", p)
 		case !filepath.IsAbs(p):
 			rel = filepath.Clean(p)
-		case identity.Within(filepath.Clean(p), rec.Mountpoint):
-			rel, _ = filepath.Rel(rec.Mountpoint, filepath.Clean(p))
-		case identity.Within(filepath.Clean(p), rec.Root):
-			rel, _ = filepath.Rel(rec.Root, filepath.Clean(p))
+		case mp != "" && identity.Within(filepath.Clean(p), mp):
+			rel, _ = filepath.Rel(mp, filepath.Clean(p))
+		case identity.Within(filepath.Clean(p), root):
+			rel, _ = filepath.Rel(root, filepath.Clean(p))
+		case mp == "":
+			return nil, fmt.Errorf("path %q: outside the root %s", p, root)
 		default:
-			return nil, errorf(CodeInvalid, "session %q: path %q: outside the root %s and the mountpoint %s", id, p, rec.Root, rec.Mountpoint)
+			return nil, fmt.Errorf("path %q: outside the root %s and the mountpoint %s", p, root, mp)
 		}
 		if rel == ".." || strings.HasPrefix(rel, "../") {
-			return nil, errorf(CodeInvalid, "session %q: path %q: leaves the root", id, p)
+			return nil, fmt.Errorf("path %q: leaves the root", p)
 		}
 		out = append(out, rel)
 	}
 	return out, nil
+}
+
+// DiffPaths lists what the layer changed under paths (relative to the
+// project, cleaned: LayerPaths; every change when none), parents first,
+// with text the unified diffs of text files; serialized with the other
+// verbs. What Manager.Diff and `wsfs layer diff` answer.
+func (l *Layer) DiffPaths(ctx context.Context, paths []string, text bool) ([]api.Change, error) {
+	var all []api.Change
+	if err := l.run(func() (err error) { all, err = l.DiffUnder(ctx, paths, text); return err }); err != nil {
+		return nil, err
+	}
+	out := []api.Change{}
+	for _, c := range all {
+		if within(c.Path, paths) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// CommitPaths applies what the layer changed under paths to the project
+// (Commit), each path through pol as it decides now (a refusal leaves
+// the path in the layer, with pol's rule and errno as its reason),
+// conflicts refused unless force; serialized with the other verbs. What
+// Manager.Commit (the session's policy in force) and `wsfs layer commit`
+// (the mount's recorded policy) apply.
+func (l *Layer) CommitPaths(paths []string, force bool, pol *policy.Policy) (api.LayerResult, error) {
+	var res api.LayerResult
+	err := l.run(func() (err error) {
+		res, err = l.Commit(paths, force, func(op policy.Op, p string) error {
+			if d := pol.DecideAt(op, p, policy.Object{}); !d.Allow {
+				return fmt.Errorf("%s refused by the session's policy (%s, %s)", op, d.Rule, d.Errno)
+			}
+			return nil
+		})
+		return err
+	})
+	return res, err
+}
+
+// DiscardPaths undoes what the layer changed under paths (Discard);
+// serialized with the other verbs.
+func (l *Layer) DiscardPaths(paths []string) (api.LayerResult, error) {
+	var res api.LayerResult
+	err := l.run(func() (err error) { res, err = l.Discard(paths); return err })
+	return res, err
+}
+
+// OpenLayerDir opens the layer directory dir that `wsfs mount --layer`
+// served, for the layer verbs outside a daemon (`wsfs layer diff`,
+// `commit`, `discard`): its manifest (LayerInfo) names the project, which
+// must still be that directory (canonical), and the mount's policy, which
+// a commit applies. The layer's lock is taken alone: a layer a mount or a
+// daemon serves is refused (the mount keeps its baseline and kernel caches
+// in memory, which the verbs would leave stale). The overlay is mounted
+// at dir/merged until Close. Errors name dir and the rule: not a layer
+// directory, a daemon session's layer (no mount policy: its session's
+// verbs reach it), the project gone or moved, the layer in use.
+func OpenLayerDir(dir string) (*Layer, LayerInfo, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, LayerInfo{}, fmt.Errorf("layer %q: must be an absolute path", dir)
+	}
+	canon, err := identity.Canonical(dir)
+	if err != nil {
+		return nil, LayerInfo{}, fmt.Errorf("layer %q: %s", dir, identity.ErrnoText(err))
+	}
+	info, err := readLayerInfo(canon)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, info, fmt.Errorf("layer %q: no %s: not a layer directory (wsfs mount --layer DIR makes one)", dir, layerManifest)
+	case err != nil:
+		return nil, info, fmt.Errorf("layer %q: %v", dir, err)
+	case info.Policy == nil:
+		return nil, info, fmt.Errorf("layer %q: a daemon session's layer (no mount policy recorded): use wsfs session diff, commit or discard with its session", dir)
+	}
+	if _, err := os.Stat(filepath.Join(canon, layerUpper)); err != nil {
+		return nil, info, fmt.Errorf("layer %q: its upper directory: %s", dir, identity.ErrnoText(err))
+	}
+	switch lc, err := identity.Canonical(info.Lower); {
+	case err != nil:
+		return nil, info, fmt.Errorf("layer %q: its project %s: %s", dir, info.Lower, identity.ErrnoText(err))
+	case lc != info.Lower:
+		return nil, info, fmt.Errorf("layer %q: its project %s is now %s (moved or replaced by a symlink)", dir, info.Lower, lc)
+	case !isDir(lc):
+		return nil, info, fmt.Errorf("layer %q: its project %s: not a directory", dir, info.Lower)
+	}
+	l, err := openLayer(canon, info.Lower, true)
+	if err != nil {
+		return nil, info, err
+	}
+	return l, info, nil
 }
 
 // Diff lists what layered session id changed under paths (every change
@@ -135,17 +365,11 @@ func (m *Manager) Diff(ctx context.Context, id string, paths []string, text bool
 	if err != nil {
 		return api.DiffResult{}, err
 	}
-	var all []api.Change
-	if err := l.run(func() (err error) { all, err = l.DiffUnder(ctx, rels, text); return err }); err != nil {
+	changes, err := l.DiffPaths(ctx, rels, text)
+	if err != nil {
 		return api.DiffResult{}, layerErr(id, "diff", err)
 	}
-	out := api.DiffResult{Session: id, Changes: []api.Change{}}
-	for _, c := range all {
-		if within(c.Path, rels) {
-			out.Changes = append(out.Changes, c)
-		}
-	}
-	return out, nil
+	return api.DiffResult{Session: id, Changes: changes}, nil
 }
 
 // layerErr is the Manager's error for a layer verb's err: ErrInvalid for
@@ -157,20 +381,23 @@ func layerErr(id, verb string, err error) error {
 	return errorf(CodeInternal, "session %q: %v", id, err)
 }
 
-// syncAfter drops session id's kernel caches after a layer verb changed
-// its tree (the session's lock taken again; nothing when it is no longer
-// mounted): the session mount's and its jail view's, which serves the
-// same merged tree (layered) to the session's jails.
-func (m *Manager) syncAfter(s *session) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gone {
-		return
-	}
-	for _, srv := range []*fusefs.Server{s.srv, s.jailView} {
-		if srv != nil {
-			srv.SyncHostChanges()
+// syncAfter drops the kernel caches of every mount serving layer l after
+// a layer verb changed its tree: of each session on it (its own session
+// and the sub-sessions on its layer: session.layer), the session mount's
+// and its jail view's, which serves the same merged tree (layered) to the
+// session's jails. Each session is locked in turn (none is held by the
+// caller); one no longer mounted is skipped.
+func (m *Manager) syncAfter(l *Layer) {
+	for _, s := range m.published() {
+		s.mu.Lock()
+		if !s.gone && s.layer == l {
+			for _, srv := range []*fusefs.Server{s.srv, s.jailView} {
+				if srv != nil {
+					srv.SyncHostChanges()
+				}
+			}
 		}
+		s.mu.Unlock()
 	}
 }
 
@@ -193,21 +420,12 @@ func (m *Manager) Commit(ctx context.Context, id string, paths []string, force b
 	if err != nil {
 		return api.LayerResult{}, err
 	}
-	var res api.LayerResult
-	err = l.run(func() (err error) {
-		res, err = l.Commit(rels, force, func(op policy.Op, p string) error {
-			if d := pol.DecideAt(op, p, policy.Object{}); !d.Allow {
-				return fmt.Errorf("%s refused by the session's policy (%s, %s)", op, d.Rule, d.Errno)
-			}
-			return nil
-		})
-		return err
-	})
+	res, err := l.CommitPaths(rels, force, pol)
 	if err != nil {
 		return res, layerErr(id, "commit", err)
 	}
 	res.Session = id
-	m.syncAfter(s)
+	m.syncAfter(l)
 	m.log.Info("layer committed", "session", id, "applied", len(res.Applied), "refused", len(res.Refused), "conflicts", len(res.Conflicts), "force", force)
 	return res, nil
 }
@@ -227,12 +445,12 @@ func (m *Manager) Discard(ctx context.Context, id string, paths []string) (api.L
 	if err != nil {
 		return api.LayerResult{}, err
 	}
-	var res api.LayerResult
-	if err := l.run(func() (err error) { res, err = l.Discard(rels); return err }); err != nil {
+	res, err := l.DiscardPaths(rels)
+	if err != nil {
 		return res, layerErr(id, "discard", err)
 	}
 	res.Session = id
-	m.syncAfter(s)
+	m.syncAfter(l)
 	m.log.Info("layer discarded", "session", id, "applied", len(res.Applied), "refused", len(res.Refused))
 	return res, nil
 }
@@ -332,7 +550,7 @@ func (m *Manager) Rollback(ctx context.Context, id, name string) (api.RollbackRe
 		return res, ckptErr(id, "rollback", err)
 	}
 	res.Session = id
-	m.syncAfter(s)
+	m.syncAfter(l)
 	m.log.Info("layer rolled back", "session", id, "checkpoint", name, "applied", len(res.Applied), "refused", len(res.Refused))
 	return res, nil
 }

@@ -106,8 +106,10 @@ type session struct {
 	// jailView is the session's jail view (links as stored), mounted with
 	// its first jail; nil before that (jailview.go).
 	jailView *fusefs.Server
-	// layer is the session's copy-on-write layer (rec.Layer), open while
-	// the session is mounted; nil without one.
+	// layer is the copy-on-write layer the session's mount serves, open
+	// while the session is mounted; nil without one: its own (rec.Layer),
+	// or for a sub-session of a layered session the one of session
+	// rec.LayerOf (the same *Layer, not the child's to close or remove).
 	layer *Layer
 }
 
@@ -262,6 +264,7 @@ func (s *session) snapshot() Session {
 		State:      StateMounted,
 		Labels:     maps.Clone(s.rec.Labels),
 		Layer:      s.rec.Layer,
+		LayerOf:    s.rec.LayerOf,
 	}
 	out.CwdPhysical = cwdPhysical(s.rec.Root, s.cwd)
 	if s.pol != nil {
@@ -445,14 +448,14 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 		m.unmountJailView(s)
 		m.unmountHostView(s.rec.ID)
-		if s.layer != nil {
+		if s.layer != nil && s.rec.Layer != "" {
 			// Unmounted with the session; its upper directory stays for
-			// the next start.
+			// the next start. (A sub-session's is its owner's to close.)
 			if err := s.layer.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("session %q: %w", s.rec.ID, err))
 			}
-			s.layer = nil
 		}
+		s.layer = nil
 		s.events.close()
 		s.gone = true
 		s.mu.Unlock()

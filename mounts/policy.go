@@ -103,6 +103,7 @@ func (m *Manager) changePolicy(id string, next func(policy.Spec) policy.Spec) (S
 			return Session{}, err
 		}
 		inForce, root, tmp := s.pol, s.rec.Root, s.rec.TmpDir
+		layerOf, lower := s.rec.LayerOf, layerLower(s)
 		spec := next(s.rec.Policy)
 		s.mu.Unlock()
 		if spec.Temp == nil {
@@ -114,6 +115,11 @@ func (m *Manager) changePolicy(id string, next func(policy.Spec) policy.Spec) (S
 		pspec, pol, err := m.compilePolicy(id, root, spec, tmp)
 		if err != nil {
 			return Session{}, err
+		}
+		if lower != "" {
+			if err := offLayer(id, layerOf, lower, pol, nil); err != nil {
+				return Session{}, err
+			}
 		}
 		again, err := m.locked(id, true)
 		if err != nil {

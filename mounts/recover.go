@@ -110,17 +110,30 @@ func (m *Manager) Recover(ctx context.Context) error {
 
 	sort.Strings(ids)
 	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, recoverWorkers)
-	for i, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = m.recoverOne(ctx, id, jails[id])
-		}()
+	// Two waves: the sub-sessions of layered sessions serve their owner's
+	// layer, which the first wave opens again (reopenLayer).
+	onLayer := map[string]bool{}
+	for _, id := range ids {
+		if rec, err := readRecord(filepath.Join(m.sessDir, id+".json")); err == nil && rec.LayerOf != "" {
+			onLayer[id] = true
+		}
 	}
-	wg.Wait()
+	for _, second := range []bool{false, true} {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, recoverWorkers)
+		for i, id := range ids {
+			if onLayer[id] != second {
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				errs[i] = m.recoverOne(ctx, id, jails[id])
+			}()
+		}
+		wg.Wait()
+	}
 	// The connections no session took are ended, unless this daemon was
 	// stopped while starting (a takeover's SIGTERM): then they are the
 	// successor's to take.

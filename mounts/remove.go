@@ -18,7 +18,9 @@ import (
 // Remove ends the session's jails (AddJail), unmounts session id, removes the mountpoint when Create made it,
 // and deletes its record, event log, intent and temp directory. A mount
 // still in use gives ErrBusy naming the holders, and the session stays;
-// force detaches a busy mount lazily (MNT_DETACH) instead. A mount already
+// force detaches a busy mount lazily (MNT_DETACH) instead. A layered
+// session whose sub-sessions serve its layer is ErrBusy too, naming them,
+// force or not. A mount already
 // gone (unmounted from outside) counts as unmounted. For a session whose
 // record was unreadable, a dead mount on its default mountpoint is cleared
 // (clearDeadDefaultMount).
@@ -30,6 +32,13 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 		return err
 	}
 	defer s.mu.Unlock()
+	if s.rec.Layer != "" && s.layer != nil {
+		// Their mounts serve its layer: removing it would leave them a
+		// tree that is gone.
+		if subs := s.layer.users(); len(subs) > 0 {
+			return errorf(CodeBusy, "session %q: sub-sessions run on its layer (%s); remove them first", id, strings.Join(subs, ", "))
+		}
+	}
 	m.endJails(s)
 	switch {
 	case s.srv != nil:
@@ -58,6 +67,11 @@ func (m *Manager) Remove(ctx context.Context, id string, force bool) error {
 	}
 	m.unmountJailView(s)
 	m.unmountHostView(id)
+	if s.layer != nil && s.rec.Layer == "" {
+		// A sub-session on its parent's layer: the layer is not its own.
+		s.layer.dropSub(id)
+		s.layer = nil
+	}
 	if s.rec.Layer != "" {
 		// What the session did not commit goes with it.
 		if s.layer != nil {

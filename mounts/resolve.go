@@ -15,8 +15,10 @@ import (
 
 // Resolve answers, for path as a process in session id would use it
 // (relative to the session's working directory inside the mount), its
-// display path, its in-mount path, its physical key and the policy's read
-// and write decisions on that key. The walk has the mount's semantics (see
+// display path, its in-mount path, its physical key and the read and write
+// decisions a process meets at that key (fusefs.Server.Decide of the
+// session mount inside the root, of its host view outside it: the mounts
+// on the way included, as a cd decides them). The walk has the mount's semantics (see
 // Manager.walker: the one physical walk from the physical working
 // directory, the mountpoint and host view mapped to what they show, ".."
 // above the root being the root's parent), so it agrees with what the
@@ -61,10 +63,13 @@ func (m *Manager) Resolve(ctx context.Context, id, path string) (Resolution, err
 	}
 	res.Display = resolver.Display(cwd, path, name)
 	decide := s.pol.Decide
-	if s.srv != nil && identity.Within(key, v.root) {
-		// The mount's answer: a mount inside the root is decided at its
-		// source (fusefs.Server.Decide).
-		decide = s.srv.Decide
+	if srv := v.server(key); srv != nil {
+		// What a process meets there (fusefs.Server.Decide), as a cd
+		// decides it (mayRead): inside the root the mount's answer (a
+		// mount inside the root decided at its source, the mounts on
+		// the way first), outside it the host view's (its hidden places,
+		// the mounts on the way).
+		decide = srv.Decide
 	} else if m.hiddenFrom(id, key) {
 		// Outside the root, the places every view of the session hides
 		// (its jails and host view alike): the daemon's own directories

@@ -56,6 +56,11 @@ type record struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Layer is the session's layer directory (Spec.Layer), "" without.
 	Layer string `json:"layer,omitempty"`
+	// LayerOf is, for a sub-session of a layered session, the id of the
+	// session whose layer its tree lies in (its parent, or the parent's
+	// LayerOf): its mount serves that layer's merged tree below its root.
+	// "" otherwise. Never changes.
+	LayerOf string `json:"layer_of,omitempty"`
 }
 
 // pending is the intent file <state>/sessions/<id>.pending that Create writes

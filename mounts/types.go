@@ -118,7 +118,9 @@ type Spec struct {
 	// Layer puts the session on a copy-on-write layer in the daemon's
 	// state, <state>/layers/<id> (layer.go): the mount serves the project
 	// with the session's changes on top, and the project changes only at
-	// Commit. The layer is removed with the session.
+	// Commit. The layer is removed with the session. Refused with Parent:
+	// a sub-session of a layered session serves its parent's layer below
+	// its root (Session.LayerOf), a sub-session of any other has none.
 	Layer bool `json:"layer,omitempty"`
 }
 
@@ -164,6 +166,9 @@ type Session struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Layer is the session's layer directory, "" without a layer.
 	Layer string `json:"layer,omitempty"`
+	// LayerOf is, for a sub-session of a layered session, the session
+	// whose layer its mount serves (record.LayerOf); "" otherwise.
+	LayerOf string `json:"layer_of,omitempty"`
 }
 
 // The session states.

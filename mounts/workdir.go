@@ -242,14 +242,11 @@ func (m *Manager) whyHidden(err error, v sessionView, key string) error {
 // too, since a process there would see only the way (and a jail could not
 // be built there). Without a host view only the root is readable.
 func (v sessionView) mayRead(path, key string) error {
-	srv := v.hostSrv
+	srv := v.server(key)
 	switch {
-	case identity.Within(key, v.root):
-		srv = v.srv
-	case srv == nil:
+	case srv == nil && !identity.Within(key, v.root):
 		return fmt.Errorf("%q resolves to %s, outside the session's mount %s, and the session has no host view", path, key, v.mp)
-	}
-	if srv == nil {
+	case srv == nil:
 		return nil // creating: the mount decides nothing a policy would not
 	}
 	if d := srv.Decide(policy.OpRead, key); !d.Allow {
@@ -259,6 +256,17 @@ func (v sessionView) mayRead(path, key string) error {
 		return &errnoError{syscall.EACCES, fmt.Sprintf("%q: %s: %s is hidden from the session, which may only pass through it (rule hostview:passage)", path, identity.ErrnoText(syscall.EACCES), key)}
 	}
 	return nil
+}
+
+// server returns the server whose answer is the session's at the
+// canonical physical path key (fusefs.Server.Decide): the session mount
+// inside the root, the host view outside it; nil when that is not mounted
+// (a create in progress, a session without a host view).
+func (v sessionView) server(key string) *fusefs.Server {
+	if identity.Within(key, v.root) {
+		return v.srv
+	}
+	return v.hostSrv
 }
 
 // cwdOf returns the working directory (see session.cwd) for the canonical

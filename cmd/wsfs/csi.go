@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +28,7 @@ func init() { registerCommand(newCSICmd) }
 type csiFlags struct {
 	endpoint, nodeID, stateDir, mountBase, allowedRoots string
 	driverName, metricsAddr, logLevel, fuseTransport    string
+	apiSocket                                           string
 	keep                                                bool
 }
 
@@ -37,7 +41,7 @@ func newCSICmd() *cobra.Command {
 		Long: `Run the CSI Identity and Node services on a Unix socket (no Controller:
 volumes are ephemeral inline csi: volumes). NodePublishVolume creates a
 session from the volume's attributes (root, mode, addRoots, protect, symlinks,
-session; root and every additional root under --allowed-roots) and
+session, users, layer; root and every additional root under --allowed-roots) and
 bind-mounts its mount at the pod's target path; NodeUnpublishVolume unmounts
 it and removes the session.
 
@@ -56,7 +60,12 @@ kill -9 the next start serves them on, and SIGTERM stops without unbinding
 or unmounting (SIGINT is then the full stop above).
 
 --metrics-address HOST:PORT or unix:///PATH serves GET /metrics (the daemon's
-metrics and the CSI calls).`,
+metrics and the CSI calls).
+
+--api-socket PATH also answers the daemon API (wsfs serve's, docs/api.md) on
+a Unix socket (mode 0600, only the plugin's uid): the operator's way to a
+volume's session, e.g. a layered volume's (attribute layer=true) diff and
+commit: wsfs session diff SESSION --socket PATH. Off by default.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCSI(cmd, f) },
 	}
@@ -68,6 +77,7 @@ metrics and the CSI calls).`,
 	fl.StringVar(&f.allowedRoots, "allowed-roots", "", "comma-separated directories volumes may serve (required)")
 	fl.StringVar(&f.driverName, "driver-name", csi.DefaultDriverName, "CSI driver name")
 	fl.StringVar(&f.metricsAddr, "metrics-address", "", "serve /metrics on HOST:PORT or unix:///PATH (default: off)")
+	fl.StringVar(&f.apiSocket, "api-socket", "", "also answer the daemon API on this Unix socket, mode 0600 (default: off)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.BoolVar(&f.keep, "keep-connections", false, "keep the sessions' FUSE connections outside the plugin so that pods' volumes survive its restart (needs root)")
 	addTransportFlag(fl, &f.fuseTransport)
@@ -104,6 +114,9 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	ml, err := parseMetricsAddress(f.metricsAddr)
 	if err != nil {
 		return err
+	}
+	if f.apiSocket != "" && !filepath.IsAbs(f.apiSocket) {
+		return errUsage("--api-socket %q: must be an absolute path", f.apiSocket)
 	}
 	for _, p := range []*string{&f.stateDir, &f.mountBase} {
 		if *p, err = baseDir(*p); err != nil {
@@ -150,6 +163,16 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 		return err
 	}
 	defer stopMetrics()
+	var apiL net.Listener
+	if f.apiSocket != "" {
+		if apiL, err = mounts.Listen(f.apiSocket); err != nil {
+			l.Close()
+			m.Close(context.Background())
+			return fmt.Errorf("--api-socket: %w", serveInputErr(err))
+		}
+		defer os.Remove(f.apiSocket)
+		defer apiL.Close() // when a later step fails; Serve closes it too
+	}
 
 	if mcfg.Store != nil {
 		if err := startStore(mcfg.Store, logger); err != nil {
@@ -169,7 +192,24 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 	p.Register(gs)
 	done := make(chan error, 1)
 	go func() { done <- gs.Serve(l) }()
-	logger.Info("serving", "endpoint", sock, "driver", p.Name(), "node", f.nodeID, "state_dir", m.StateDir(), "mount_base", m.MountBase(), "volumes", len(reports), "restored", restored)
+	apiCtx, stopAPI := context.WithCancel(context.Background())
+	apiDone := make(chan struct{})
+	if apiL != nil {
+		// After Start: the sessions it answers for are recovered.
+		go func() {
+			defer close(apiDone)
+			if err := p.ServeAPI(apiCtx, apiL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("api socket", "socket", f.apiSocket, "err", err)
+			}
+		}()
+	} else {
+		close(apiDone)
+	}
+	args := []any{"endpoint", sock, "driver", p.Name(), "node", f.nodeID, "state_dir", m.StateDir(), "mount_base", m.MountBase(), "volumes", len(reports), "restored", restored}
+	if f.apiSocket != "" {
+		args = append(args, "api_socket", f.apiSocket)
+	}
+	logger.Info("serving", args...)
 
 	var serveErr error
 	fullStop := mcfg.Store == nil
@@ -179,6 +219,8 @@ func runCSI(cmd *cobra.Command, f csiFlags) error {
 		logger.Info("stopping", "signal", sig.String(), "full_stop", fullStop)
 	case serveErr = <-done:
 	}
+	stopAPI() // finishes the requests in flight
+	<-apiDone
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {

@@ -39,6 +39,7 @@ func TestCSIUsageErrors(t *testing.T) {
 		{"tcp endpoint", []string{"--node-id", "n", "--allowed-roots", ws, "--endpoint", "tcp://127.0.0.1:1"}, `--endpoint: endpoint "tcp://127.0.0.1:1": want unix:///ABSOLUTE/PATH`},
 		{"root holds the state", []string{"--node-id", "n", "--allowed-roots", dir}, `--allowed-roots: allowed root "` + dir + `" (physical ` + dir + `): overlaps the state directory ` + state},
 		{"bad metrics address", []string{"--node-id", "n", "--allowed-roots", ws, "--metrics-address", "9090"}, `--metrics-address: metrics address "9090": want unix:///ABSOLUTE/PATH or HOST:PORT`},
+		{"relative api socket", []string{"--node-id", "n", "--allowed-roots", ws, "--api-socket", "api.sock"}, `--api-socket "api.sock": must be an absolute path`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,7 +2,8 @@ package main
 
 // `wsfs session diff`, `commit`, `discard`, `checkpoint`, `checkpoints` and
 // `rollback`: the verbs of a session on a copy-on-write layer (session
-// create --layer).
+// create --layer); `wsfs layer diff`, `commit` and `discard`: those of the
+// layer of a single mount (wsfs mount --layer DIR).
 
 import (
 	"fmt"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/api"
+	"github.com/wsfs/wsfs/policy"
 )
 
 // newSessionDiffCmd returns `wsfs session diff`.
@@ -297,4 +300,170 @@ not.`,
 			return nil
 		},
 	}
+}
+
+func init() { registerCommand(newLayerCmd) }
+
+// newLayerCmd returns `wsfs layer`: the verbs of the layer of a single
+// mount (wsfs mount --layer DIR), which has no daemon API.
+func newLayerCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "layer diff|commit|discard --layer DIR [PATH...]",
+		Short: "Diff, commit or discard the layer of wsfs mount --layer DIR",
+		Long: `The verbs of a layer directory that wsfs mount --layer DIR served, run while
+no mount serves it (a layer in use is refused: the mount keeps the layer's
+baseline and its kernel caches in memory; stop the mount first). They are the
+session verbs (session diff, commit, discard) on the same layer code: DIR's
+layer.json names the project the layer was made for (it must still be that
+directory) and the policy of the last wsfs mount that served it, through
+which a commit applies each path, as a session's commit applies its
+session's. PATH is relative to the project, or absolute inside the project or
+the last mountpoint; none means every change. Needs root (the layer is the
+kernel's overlayfs, mounted at DIR/merged while a verb runs). A daemon
+session's layer (<state-dir>/layers/ID) is refused: its session's verbs
+reach it.`,
+	}
+	cmd.AddCommand(newLayerDiffCmd(), newLayerCommitCmd(), newLayerDiscardCmd())
+	return cmd
+}
+
+// layerDirChanges is `wsfs layer diff --json`'s object.
+type layerDirChanges struct {
+	Layer   string       `json:"layer"`
+	Changes []api.Change `json:"changes"`
+}
+
+// layerDirResult is `wsfs layer commit|discard --json`'s object.
+type layerDirResult struct {
+	Layer     string          `json:"layer"`
+	Applied   []string        `json:"applied"`
+	Refused   []api.PathError `json:"refused,omitempty"`
+	Conflicts []api.PathError `json:"conflicts,omitempty"`
+}
+
+// withLayerDir opens --layer DIR (mounts.OpenLayerDir), resolves the
+// PATH arguments against its project and last mountpoint, runs f, and
+// closes the layer. A layer in use is a runtime failure (exit 1); any
+// other refusal is bad input (exit 2).
+func withLayerDir(dir string, paths []string, f func(l *mounts.Layer, info mounts.LayerInfo, rels []string) error) error {
+	if dir == "" {
+		return errUsage("--layer: required (the directory wsfs mount --layer was given)")
+	}
+	l, info, err := mounts.OpenLayerDir(dir)
+	if err != nil {
+		if mounts.CodeOf(err) == mounts.CodeBusy {
+			return err
+		}
+		return errUsage("%v", err)
+	}
+	defer l.Close()
+	rels, err := mounts.LayerPaths(info.Lower, info.Mountpoint, paths)
+	if err != nil {
+		return errUsage("layer %q: %v", dir, err)
+	}
+	return f(l, info, rels)
+}
+
+// newLayerDiffCmd returns `wsfs layer diff`.
+func newLayerDiffCmd() *cobra.Command {
+	var dir string
+	var stat bool
+	cmd := &cobra.Command{
+		Use:   "diff --layer DIR [PATH...] [--stat]",
+		Short: "Show what the layer of wsfs mount --layer DIR changed",
+		Long: `List what the layer DIR changed, compared with its project, under each PATH
+(every change when none), as session diff lists it: one line per path (A, D,
+M, T, R, the path, its type, what changed, CONFLICT: ...), then, unless --stat,
+the unified diff of each modified text file. --json: {"layer","changes"}.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withLayerDir(dir, args, func(l *mounts.Layer, info mounts.LayerInfo, rels []string) error {
+				cs, err := l.DiffPaths(cmd.Context(), rels, !stat)
+				if err != nil {
+					return err
+				}
+				if jsonOutput(cmd) {
+					writeJSON(cmd.OutOrStdout(), layerDirChanges{Layer: dir, Changes: cs})
+					return nil
+				}
+				printChanges(cmd.OutOrStdout(), cs, !stat)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&dir, "layer", "", "the layer directory wsfs mount --layer served (required)")
+	cmd.Flags().BoolVar(&stat, "stat", false, "the list of paths only, no unified diffs")
+	return cmd
+}
+
+// newLayerCommitCmd returns `wsfs layer commit`.
+func newLayerCommitCmd() *cobra.Command {
+	var dir string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "commit --layer DIR [PATH...] [--force]",
+		Short: "Apply the changes of the layer of wsfs mount --layer DIR to its project",
+		Long: `Apply what the layer DIR changed under each PATH (every change when none) to
+its project, as session commit does: parents first, each path through the
+policy of the last wsfs mount that served the layer (recorded in
+DIR/layer.json), each file written beside its target and renamed over it. A
+path the host changed since the mount's first write there is a conflict,
+left in the layer unless --force. Prints "committed PATH", "conflict PATH:
+why", "refused PATH: why"; exit code 1 when a path was left.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withLayerDir(dir, args, func(l *mounts.Layer, info mounts.LayerInfo, rels []string) error {
+				pol, err := policy.Compile(*info.Policy)
+				if err != nil {
+					return errUsage("layer %q: the recorded policy: %v", dir, err)
+				}
+				res, err := l.CommitPaths(rels, force, pol)
+				if err != nil {
+					return err
+				}
+				return printLayerDirResult(cmd, dir, "committed", res)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&dir, "layer", "", "the layer directory wsfs mount --layer served (required)")
+	cmd.Flags().BoolVar(&force, "force", false, "commit paths in conflict too, overwriting the host's change")
+	return cmd
+}
+
+// newLayerDiscardCmd returns `wsfs layer discard`.
+func newLayerDiscardCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "discard --layer DIR [PATH...]",
+		Short: "Undo the changes of the layer of wsfs mount --layer DIR",
+		Long: `Undo what the layer DIR changed under each PATH (every change when none), in
+the layer, as session discard does: what it added is removed, what it changed
+or deleted is copied back from the project. The project is not touched.
+Prints "discarded PATH" and "refused PATH: why"; exit code 1 when a path
+could not be undone.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withLayerDir(dir, args, func(l *mounts.Layer, info mounts.LayerInfo, rels []string) error {
+				res, err := l.DiscardPaths(rels)
+				if err != nil {
+					return err
+				}
+				return printLayerDirResult(cmd, dir, "discarded", res)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&dir, "layer", "", "the layer directory wsfs mount --layer served (required)")
+	return cmd
+}
+
+// printLayerDirResult prints a commit's or discard's result of the layer
+// dir (printLayerResult; --json: layerDirResult) and returns the exit
+// status: 1 when a path was left.
+func printLayerDirResult(cmd *cobra.Command, dir, verb string, res api.LayerResult) error {
+	if jsonOutput(cmd) {
+		writeJSON(cmd.OutOrStdout(), layerDirResult{Layer: dir, Applied: res.Applied, Refused: res.Refused, Conflicts: res.Conflicts})
+	} else {
+		printLayerResult(cmd.OutOrStdout(), verb, res)
+	}
+	if len(res.Refused)+len(res.Conflicts) > 0 {
+		return &reportedError{code: exitFailure}
+	}
+	return nil
 }

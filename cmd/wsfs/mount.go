@@ -92,7 +92,7 @@ mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 	fl.StringVar(&f.policyFile, "policy", "", "policy FILE (JSON or YAML) used as the base")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users use the mount (allow_other,default_permissions)")
 	fl.BoolVar(&f.nonEmpty, "nonempty", false, "allow a non-empty mountpoint")
-	fl.StringVar(&f.layer, "layer", "", "serve the root on a copy-on-write layer kept in DIR (made when missing; kept at the end): the root on disk does not change")
+	fl.StringVar(&f.layer, "layer", "", "serve the root on a copy-on-write layer kept in DIR (made when missing; kept at the end): the root on disk does not change until wsfs layer commit --layer DIR")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request to stderr")
 	fl.BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read and write in the server, even as root (no FUSE passthrough; for measurements)")
 	fl.BoolVar(&f.force, "force", false, "at shutdown, detach the mount lazily even when it is busy")
@@ -158,7 +158,9 @@ func runMount(ctx context.Context, cmd *cobra.Command, f *mountFlags) error {
 
 // openMountLayer opens (making it when missing) the layer directory dir of
 // --layer for the mount cfg describes: absolute, outside the root and the
-// mountpoint.
+// mountpoint, made for this root (or new), not in use by a `wsfs layer`
+// verb; and records the mount's mountpoint and policy in it
+// (mounts.Layer.RecordMount).
 func openMountLayer(cfg fusefs.Config, dir string) (*mounts.Layer, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, errUsage("--layer %q: must be an absolute path", dir)
@@ -174,6 +176,15 @@ func openMountLayer(cfg fusefs.Config, dir string) (*mounts.Layer, error) {
 	l, err := mounts.OpenLayer(filepath.Clean(dir), root)
 	if err != nil {
 		return nil, errUsage("--%v", err)
+	}
+	// What `wsfs layer commit` applies: this mount's policy (the layer's
+	// baseline and changes are this mount's from now on).
+	if c, err := identity.Canonical(mp); err == nil {
+		mp = c
+	}
+	if err := l.RecordMount(mp, cfg.Policy.Spec()); err != nil {
+		l.Close()
+		return nil, err
 	}
 	return l, nil
 }

@@ -154,6 +154,9 @@ and --protect overriding or adding to it. The working directory starts at the
 mount root, at the --parent session's current directory, or at --cwd (relative
 to the mount root). With --parent, the policy and symlink mode not given here
 are the parent's, and the new session may not be granted more than the parent.
+--layer runs the session on a copy-on-write layer (session diff, commit,
+discard); a sub-session of a layered session runs on its parent's layer
+(--layer with --parent is refused).
 --users lists the uids besides root that may use the session's mounts (made
 allow_other; every other uid gets EACCES, logged; objects belong to their
 creator); its jails may run as one of them (exec --confine --user UID).
@@ -290,6 +293,7 @@ func printSession(cmd *cobra.Command, s api.Session) {
 	field("tmpdir", s.TmpDir)
 	field("allow_write", strings.Join(s.AllowWrite, " "))
 	field("layer", s.Layer)
+	field("layer_of", s.LayerOf)
 	if len(s.Users) > 0 {
 		field("users", strings.Trim(fmt.Sprint(s.Users), "[]"))
 	}
@@ -385,7 +389,8 @@ func newSessionRmCmd() *cobra.Command {
 		Long: `Unmount each session, remove the mountpoint the daemon made, and delete its
 record, event log and temp directory. A busy mount is refused (code busy, the
 message names the processes holding it) unless --force, which detaches it
-lazily. Prints "removed ID" for each (--json: {"id":ID,"removed":true}).
+lazily. A layered session is refused (code busy), --force or not, while
+sub-sessions run on its layer: remove them first. Prints "removed ID" for each (--json: {"id":ID,"removed":true}).
 Stops at the first failure.`,
 		Args: minArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -399,9 +404,12 @@ Stops at the first failure.`,
 			for _, id := range args {
 				if err := c.Remove(cmd.Context(), id, force); err != nil {
 					var ae *api.Error
-					if errors.As(err, &ae) && ae.Code == api.CodeBusy {
+					if errors.As(err, &ae) && ae.Code == api.CodeBusy && strings.Contains(ae.Message, " is busy") {
 						// The API's message names no spelling of force
-						// (a query parameter there, a flag here).
+						// (a query parameter there, a flag here). Only
+						// for a busy mount (fusefs.BusyError's words):
+						// a layer its sub-sessions serve is busy too,
+						// and --force does not change that.
 						err = &api.Error{Code: ae.Code, Message: ae.Message + " (use --force to detach lazily)", Err: err}
 					}
 					return apiFailure(cmd, err)

@@ -125,7 +125,9 @@ type CreateRequest struct {
 	// Layer puts the session on a copy-on-write layer kept in the
 	// daemon's state: the session sees the project with its own changes
 	// on top, and the project on disk changes only at commit (POST
-	// /v1/sessions/{id}/commit). Removed with the session.
+	// /v1/sessions/{id}/commit). Removed with the session. Refused with
+	// Parent: a sub-session of a layered session runs on its parent's
+	// layer without asking (Session.LayerOf).
 	Layer bool `json:"layer,omitempty"`
 }
 
@@ -165,6 +167,10 @@ type Session struct {
 	// directories and the baseline journal) when it runs on a layer; ""
 	// otherwise.
 	Layer string `json:"layer,omitempty"`
+	// LayerOf is, for a sub-session of a layered session, the session
+	// whose layer its mount serves (its diff, commit, discard,
+	// checkpoints and rollback are that session's); "" otherwise.
+	LayerOf string `json:"layer_of,omitempty"`
 }
 
 // Change is one path a layered session changed, as GET
@@ -183,7 +189,9 @@ type Change struct {
 	// From is a renamed directory's path in the project.
 	From string `json:"from,omitempty"`
 	// Fields says what a "modified" entry changed: "content", "target"
-	// (a symlink's text), "mode", "owner", "xattr".
+	// (a symlink's text), "mode", "owner", "xattr"; for a "renamed"
+	// directory, what changed of the directory itself compared with its
+	// origin ("mode", "owner", "xattr"), which a commit gives it.
 	Fields []string `json:"fields,omitempty"`
 	// Conflict, when set, says how the project changed at Path since the
 	// session's first change there: commit refuses the path unless forced.

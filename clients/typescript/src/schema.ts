@@ -106,7 +106,9 @@ export interface paths {
          * Unmount and remove a session.
          * @description Unmounts, removes the mountpoint the daemon made, deletes the record,
          *     event log and temp directory. A mount in use is refused with 409
-         *     `busy` naming the holders, unless `force=true` (lazy detach).
+         *     `busy` naming the holders, unless `force=true` (lazy detach). A
+         *     layered session whose sub-sessions run on its layer is refused with
+         *     409 `busy` naming them, `force` or not.
          */
         delete: operations["removeSession"];
         options?: never;
@@ -539,7 +541,7 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
-            /** @description Run the session on a copy-on-write layer in the daemon's state: the project changes only at commit (commitSession); the layer is removed with the session. Not with parent. */
+            /** @description Run the session on a copy-on-write layer in the daemon's state: the project changes only at commit (commitSession); the layer is removed with the session. Not with parent: a sub-session of a layered session runs on its parent's layer without asking (Session.layer_of). */
             layer?: boolean;
         };
         Session: {
@@ -576,6 +578,8 @@ export interface components {
             error?: string;
             /** @description The session's layer directory (upper, work, merged, baseline journal) when it runs on a layer. */
             layer?: string;
+            /** @description For a sub-session of a layered session: the session whose layer its mount serves below its root (that session's diff, commit, discard, checkpoints and rollback act on it; the sub-session's own are refused). */
+            layer_of?: string;
         };
         Change: {
             /** @description Relative to the root. */
@@ -589,7 +593,7 @@ export interface components {
             type: "file" | "dir" | "symlink" | "fifo" | "socket" | "char" | "block" | "unknown";
             /** @description A renamed directory's path in the project (listed as deleted too). */
             from?: string;
-            /** @description What a modified entry changed. */
+            /** @description What a modified entry changed; for a renamed directory, what changed of the directory itself (mode, owner, xattr), compared with its origin. */
             fields?: ("content" | "target" | "mode" | "owner" | "xattr")[];
             /** @description How the host changed the path since the session's first write there. */
             conflict?: string;
