@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/fusefs"
 
@@ -221,6 +224,129 @@ pwd -P
 	}
 	if got, err := os.ReadFile(filepath.Join(backing, "a/b/c/f")); err != nil || string(got) != "one\ntwo\n" {
 		t.Errorf("f on disk: %q, %v; want %q", got, err, "one\ntwo\n")
+	}
+}
+
+// TestRingQueuedWhileDownServed: over FUSE over io_uring, a request made
+// while no server runs waits on its CPU's ring queue (the dead server's
+// entries are gone, the successor's not yet registered), and the kernel
+// hands such a request out only at the next commit on that queue: the
+// successor kicks every queue (a FUSE_NOTIFY_RETRIEVE of a regular file
+// the kernel holds, here one a shell keeps open), so a stat(1) pinned to
+// each CPU, started while no server ran and with nothing else happening
+// on the mount, is answered. Without the kick each waits for good.
+func TestRingQueuedWhileDownServed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
+	}
+	if _, on := transport.KernelURing(); !on {
+		t.Skip("FUSE over io_uring is off (" + transport.URingParameter + "; .ci/run's io-uring pass turns it on)")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset(1) missing")
+	}
+	dir := canonT(t, t.TempDir())
+	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
+	for _, d := range []string{backing, mnt, ctl} {
+		mkdirT(t, d, 0o755)
+	}
+	writeFileT(t, filepath.Join(backing, "held"), "held\n", 0o644)
+	env := childTransportEnv + "=io-uring"
+	sock := holderT(t, filepath.Join(ctl, "h.sock"), mnt)
+	first := keptServer(t, backing, mnt, sock, env)
+
+	ready := filepath.Join(ctl, "ready")
+	if err := syscall.Mkfifo(ready, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hold := exec.Command("sh", "-c", `exec 3<"$MNT/held"; echo held > "$CTL/ready"; exec sleep 600`)
+	hold.Env = append(os.Environ(), "MNT="+mnt, "CTL="+ctl)
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Killed while a server runs (end of the test): its close of held
+	// is a request. On a failure, reaped once the holder's cleanup has
+	// ended the connection.
+	t.Cleanup(func() { hold.Process.Kill(); go hold.Wait() })
+	if got, err := os.ReadFile(ready); err != nil || string(got) != "held\n" {
+		t.Fatalf("the holding shell: %q, %v", got, err)
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		cpu int
+		out string
+		err error
+	}
+	done := make(chan result)
+	n := 0
+	var stats []int
+	for cpu := 0; cpu < 1024 && n < set.Count(); cpu++ {
+		if !set.IsSet(cpu) {
+			continue
+		}
+		n++
+		writeFileT(t, filepath.Join(backing, fmt.Sprintf("new%d", cpu)), "", 0o644)
+		cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "stat", "-c", "%n", filepath.Join(mnt, fmt.Sprintf("new%d", cpu)))
+		t.Cleanup(func() {
+			if cmd.Process != nil {
+				cmd.Process.Kill()
+			}
+		})
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stats = append(stats, cmd.Process.Pid)
+		go func(cpu int) {
+			err := cmd.Wait()
+			done <- result{cpu, out.String(), err}
+		}(cpu)
+	}
+	// The stats wait on their queues (no server: each in
+	// request_wait_answer), then the successor starts.
+	waitInFuse(t, stats)
+	keptServer(t, backing, mnt, sock, env)
+	timeout := time.After(time.Minute)
+	for range n {
+		select {
+		case r := <-done:
+			want := filepath.Join(mnt, fmt.Sprintf("new%d", r.cpu)) + "\n"
+			if r.err != nil || r.out != want {
+				t.Errorf("stat on CPU %d made while no server ran: %q, %v; want %q", r.cpu, r.out, r.err, want)
+			}
+		case <-timeout:
+			t.Fatal("a stat made while no server ran still waits a minute after the successor serves (no kick)")
+		}
+	}
+	hold.Process.Kill()
+	hold.Wait()
+}
+
+// waitInFuse returns once every process of pids waits in a FUSE request
+// (its wchan request_wait_answer), failing the test after a minute.
+func waitInFuse(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for _, pid := range pids {
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+			if err == nil && string(b) == "request_wait_answer" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d is not waiting in a FUSE request (wchan %q, %v)", pid, b, err)
+			}
+			runtime.Gosched()
+		}
 	}
 }
 
