@@ -470,9 +470,6 @@ func (m *mount) restore(c *transport.Conn, root *node, rootFd int) (*transport.L
 			continue
 		}
 		inodes[ino] = got
-		if sa.Mode&syscall.S_IFMT == syscall.S_IFREG && sa.Gen != staleGen {
-			m.restoredFiles = append(m.restoredFiles, ino)
-		}
 		if n, ok := got.Operations().(*node); ok && sa.Mode == syscall.S_IFDIR && n.pin() == 0 {
 			n.ensureWatched()
 			n.unpin()

@@ -231,10 +231,11 @@ pwd -P
 // while no server runs waits on its CPU's ring queue (the dead server's
 // entries are gone, the successor's not yet registered), and the kernel
 // hands such a request out only at the next commit on that queue: the
-// successor kicks every queue (a FUSE_NOTIFY_RETRIEVE of a regular file
-// the kernel holds, here one a shell keeps open), so a stat(1) pinned to
-// each CPU, started while no server ran and with nothing else happening
-// on the mount, is answered. Without the kick each waits for good.
+// successor kicks every queue (transport/kick.go: a child process stats
+// the mount's root from each CPU), so a stat(1) pinned to each CPU,
+// started while no server ran and with nothing else happening on the
+// mount (a shell holds a file open, idle), is answered. Without the kick
+// each waits for good.
 func TestRingQueuedWhileDownServed(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")

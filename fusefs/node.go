@@ -69,9 +69,6 @@ type mount struct {
 	// when it is kept in the store keptIn (keep.go); nil otherwise.
 	state  atomic.Pointer[transport.State]
 	keptIn transport.Store
-	// restoredFiles are the regular files an adopted connection's kernel
-	// held (restore), for the ring's kick (heldFiles).
-	restoredFiles []uint64
 	// resent are the requests the predecessor of an adopted connection
 	// had begun (transport.Live.Intended); read-only once serving.
 	resent map[uint64]bool

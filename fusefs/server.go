@@ -288,8 +288,6 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 	go srv.Serve()
 	// The ring's queues too (held since INIT); on a connection taken over
 	// they first take over what the predecessor's entries hold.
-	root := rootNode.EmbeddedInode()
-	m.ring.SetHeldFiles(func() []uint64 { return append(heldFiles(root, 8), m.restoredFiles...) })
 	m.ring.Serve()
 	if o.adopt != nil {
 		if st := srv.NotifyResend(); !st.Ok() {
@@ -384,31 +382,6 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	// INIT; every request from now on waits in /dev/fuse until Serve reads
 	// it, so the mount is usable as it is.
 	return srv, nil
-}
-
-// heldFiles returns the node IDs of up to n regular files the kernel
-// holds (nodes in the tree below root, breadth first: a node stays in
-// go-fuse's tree while the kernel refers to it; nodes restored after a
-// takeover are not in it, mount.restoredFiles has those). The ring's kick
-// and plug need one (transport.URing.SetHeldFiles).
-func heldFiles(root *fs.Inode, n int) []uint64 {
-	var out []uint64
-	dirs := []*fs.Inode{root}
-	for len(dirs) > 0 && len(out) < n {
-		d := dirs[0]
-		dirs = dirs[1:]
-		for _, c := range d.Children() {
-			switch c.Mode() & syscall.S_IFMT {
-			case syscall.S_IFREG:
-				if len(out) < n {
-					out = append(out, c.StableAttr().Ino)
-				}
-			case syscall.S_IFDIR:
-				dirs = append(dirs, c)
-			}
-		}
-	}
-	return out
 }
 
 // timeout applies Config's timeout convention: 0 is the default, negative 0.

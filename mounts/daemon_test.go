@@ -219,6 +219,9 @@ type daemon struct {
 
 	mu  sync.Mutex
 	log bytes.Buffer
+	// grew is closed and replaced whenever a line is added to log
+	// (waitLog).
+	grew chan struct{}
 }
 
 // newDaemonDir returns a fresh directory for a daemon's socket, state and
@@ -285,6 +288,10 @@ func startDaemonBin(t testing.TB, bin, dir, stateDir, mountBase string, wrap []s
 			line := sc.Text()
 			d.mu.Lock()
 			d.log.WriteString(line + "\n")
+			if d.grew != nil {
+				close(d.grew)
+			}
+			d.grew = make(chan struct{})
 			d.mu.Unlock()
 			if !signalled && strings.Contains(line, "msg=serving") {
 				signalled = true
@@ -309,6 +316,32 @@ func startDaemonBin(t testing.TB, bin, dir, stateDir, mountBase string, wrap []s
 	d.c = client.New(d.socket)
 	t.Cleanup(d.c.Close)
 	return d
+}
+
+// waitLog waits until the daemon's stderr holds substr n times (its lines
+// reach the test through a pipe, after the daemon acts on them), at most a
+// minute, and reports whether it does.
+func (d *daemon) waitLog(substr string, n int) bool {
+	deadline := time.After(time.Minute)
+	for {
+		d.mu.Lock()
+		got := strings.Count(d.log.String(), substr)
+		if d.grew == nil {
+			d.grew = make(chan struct{})
+		}
+		grew := d.grew
+		d.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		select {
+		case <-grew:
+		case <-d.done:
+			return strings.Count(d.logText(), substr) >= n
+		case <-deadline:
+			return false
+		}
+	}
 }
 
 // logText returns the daemon's stderr so far.
@@ -363,7 +396,7 @@ func (d *daemon) waitExit(t *testing.T) {
 	select {
 	case <-d.done:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("killed wsfs serve (pid %d) has not exited after 60s", d.cmd.Process.Pid)
+		t.Fatalf("killed wsfs serve (pid %d) has not exited after 60s:\n%s", d.cmd.Process.Pid, d.logText())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wsfs/wsfs/mounts/api"
@@ -64,8 +65,8 @@ func TestTakeoverFailedOldResumes(t *testing.T) {
 		if ss, err := d.c.List(ctx); err != nil || len(ss) != 1 || ss[0].ID != "s1" {
 			t.Fatalf("list after failed successor %d: %v %v, want s1", i, ss, err)
 		}
-		if got, want := strings.Count(d.logText(), `msg="the successor exited before it served: serving on"`), i+1; got != want {
-			t.Fatalf("the daemon resumed %d times after %d failed successors:\n%s", got, i+1, d.logText())
+		if !d.waitLog(`msg="the successor exited before it served: serving on"`, i+1) {
+			t.Fatalf("the daemon did not resume %d times after %d failed successors:\n%s", i+1, i+1, d.logText())
 		}
 	}
 	select {
@@ -101,5 +102,62 @@ func TestTakeoverFailedOldResumes(t *testing.T) {
 	}
 	if k == 0 {
 		t.Errorf("appended: no write acknowledged")
+	}
+}
+
+// TestSuccessorBeatsNamedOne: of two successors started at once, the one
+// the running daemon names (the last to write the handover file) may lose
+// the lock to the other, which finds it free because the daemon let go of
+// it when it suspended itself. That other one commits to the suspended
+// daemon as the named one would have: the daemon exits 0 and the session
+// is served by the one that holds the lock. Here the named successor is a
+// process that never takes the lock (sleep), so the race is decided.
+// Before, the unnamed one served as after a crash and the suspended daemon
+// waited on for good, both alive.
+func TestSuccessorBeatsNamedOne(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f")
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "s1", Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := exec.Command("sleep", "600")
+	if err := named.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { named.Process.Kill(); named.Wait() })
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", named.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	js := fmt.Sprintf(`{"successor":%d,"start":%s}`, named.Process.Pid, fields[19])
+	if err := os.WriteFile(filepath.Join(d.stateDir, "takeover.json"), []byte(js), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// SIGTERM (not d.detach, which waits for the exit): the daemon
+	// suspends itself for the named successor.
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !d.waitLog(`msg="handing over: serving stopped, waiting for the successor to serve"`, 1) {
+		t.Fatalf("the daemon did not suspend itself for the named successor:\n%s", d.logText())
+	}
+	d2 := startDaemonAt(t, dir, d.stateDir, d.mountBase)
+	d.waitExit(t)
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the suspended daemon exited %d, want 0:\n%s\nthe successor:\n%s", code, d.logText(), d2.logText())
+	}
+	if !d.waitLog(`msg="the successor serves: detaching"`, 1) {
+		t.Errorf("the suspended daemon did not take the commit:\n%s", d.logText())
+	}
+	if !strings.Contains(d2.logText(), `msg="takeover committed: the previous daemon has exited"`) {
+		t.Errorf("the successor did not commit:\n%s", d2.logText())
+	}
+	if got := readFile(t, filepath.Join(s.Mountpoint, "f")); got != "f" {
+		t.Errorf("f through the mount after the takeover: %q, want f", got)
 	}
 }

@@ -206,7 +206,15 @@ func takeLock(f *os.File, lockPath, sessDir string, o lockOpts) error {
 			}
 		}
 	}
-	if prev := recordedHolder(f); prev != 0 && prev != os.Getpid() && dying(prev) {
+	if prev := recordedHolder(f); o.pred != nil && *o.pred == nil && prev != 0 && prev != os.Getpid() &&
+		suspended(filepath.Dir(lockPath)) == prev && !dying(prev) {
+		// The lock came free because its holder suspended itself for a
+		// handover to another successor (two started at once), which
+		// this one beat to the lock: the holder waits for a commit, from
+		// whichever successor holds the lock (handover.go), so this one
+		// commits to it, as the one it named would have.
+		*o.pred = &predecessor{pid: prev, start: procStat(prev)}
+	} else if prev != 0 && prev != os.Getpid() && dying(prev) {
 		if err := awaitExit(f, prev, sessDir, !o.keepConns); err != nil {
 			return err
 		}

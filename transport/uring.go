@@ -106,11 +106,6 @@ const (
 	inHeaderSize  = 40 // struct fuse_in_header
 	outHeaderSize = 16 // struct fuse_out_header
 	opSetlkw      = 33 // FUSE_SETLKW
-	opNotifyReply = 41 // FUSE_NOTIFY_REPLY
-
-	// notifyRetrieve is FUSE_NOTIFY_RETRIEVE (the code a notification
-	// carries in fuse_out_header.error).
-	notifyRetrieve = 5
 
 	// uniqueResend marks a request sent again (include/uapi/linux/
 	// fuse.h FUSE_UNIQUE_RESEND): a request taken over from a server
@@ -183,10 +178,9 @@ type URing struct {
 	// gate holds the queues between Start and Serve, and while paused
 	// (Pause, Resume).
 	gate gate
-	// files returns regular files the kernel holds (SetHeldFiles);
-	// kicks numbers the kicks' uniques.
-	files atomic.Pointer[func() []uint64]
-	kicks atomic.Uint64
+	// mountpoint is the connection's (Start), which the kick after a
+	// takeover reaches it by.
+	mountpoint string
 	// conn names the connection in fusectl (/sys/fs/fuse/connections),
 	// found at Start; "" when unknown.
 	conn string
@@ -396,6 +390,7 @@ func (u *URing) Start(srv *fuse.Server, mountpoint string) error {
 	}
 	u.devFd = fd
 	u.conn = FusectlName(mountpoint)
+	u.mountpoint = mountpoint
 	go func() {
 		// The queues' commands name the descriptor and the ring
 		// memory until the last queue ends.
@@ -960,7 +955,6 @@ func (q *queue) stage() []byte {
 func (q *queue) handle(ent *entry) {
 	h, p, rh := ent.hdr, ent.pay, ent.md.replyHdr()
 	length := int(binary.LittleEndian.Uint32(h[hdrInOut:]))
-	opcode := binary.LittleEndian.Uint32(h[hdrInOut+4:])
 	unique := binary.LittleEndian.Uint64(h[hdrInOut+8:])
 	paySz := int(binary.LittleEndian.Uint32(h[hdrPayloadSz:]))
 	// The operation's header (in_args[0]) is in op_in, the other
@@ -968,13 +962,7 @@ func (q *queue) handle(ent *entry) {
 	opSz := length - inHeaderSize - paySz
 	n, st := 0, fuse.EIO
 	staged := false
-	switch {
-	case opcode == opNotifyReply:
-		// A kick's (kick): the kernel takes no data back.
-		binary.LittleEndian.PutUint32(rh[0:], outHeaderSize)
-		binary.LittleEndian.PutUint32(rh[4:], 0)
-		n, st = outHeaderSize, fuse.OK
-	case opSz >= 0 && opSz <= hdrEntInOut-hdrOpIn && paySz <= len(p):
+	if opSz >= 0 && opSz <= hdrEntInOut-hdrOpIn && paySz <= len(p) {
 		inHdr := h[hdrInOut : hdrInOut+inHeaderSize]
 		if ent.resend {
 			c := make([]byte, inHeaderSize)

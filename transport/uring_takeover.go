@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A connection on the ring outlives its server as a /dev/fuse one does
@@ -38,13 +36,10 @@ import (
 //     nothing the kernel gave a dying server's entry is lost. With
 //     DEFER_TASKRUN such a request was ended with ECANCELED (measured on
 //     6.18: 7 of 7 stat(1)s waiting behind a busy queue).
-//   - After taking over, each queue writes a FUSE_NOTIFY_RETRIEVE of
-//     nothing from its own thread (kick): the kernel sends its
-//     FUSE_NOTIFY_REPLY through the queue of the writer's CPU, to a free
-//     entry, and that request's COMMIT_AND_FETCH hands out the first
-//     request that waited on the queue's list while no server ran, and so
-//     on down the list. No request is made through the mount (the daemon
-//     does no I/O on its own mounts, docs/design.md "Recovery").
+//   - After taking over, every queue gets a request from a child process
+//     (kick.go), whose COMMIT_AND_FETCH hands out the first request that
+//     waited on the queue's list while no server ran, and so on down the
+//     list.
 
 // gate holds the queues between Start and Serve, and between Pause and
 // Resume: a queue parks at its next loop turn while shut. Each opening is
@@ -112,8 +107,7 @@ func (q *queue) park(fd int) {
 }
 
 // opened does what an opening of the gate the queue has not seen yet asks
-// of it: take over the slots other servers left (recoverSlots) and kick
-// the queue.
+// of it: take over the slots other servers left (recoverSlots).
 func (q *queue) opened(fd int) {
 	g := &q.u.gate
 	n := g.gen.Load()
@@ -126,9 +120,6 @@ func (q *queue) opened(fd int) {
 	q.seen = n
 	if rec {
 		q.recoverSlots(fd)
-		if !q.kick(fd) {
-			q.u.log.Debug("fuse transport: no kick after a takeover (no regular file the kernel holds)", "queue", q.qid)
-		}
 	}
 }
 
@@ -150,14 +141,17 @@ func (q *queue) flush() {
 // them, so that a connection taken over (AdoptURing) is served only once
 // the file system has restored its nodes. For such a connection each
 // queue first takes over what its predecessor's entries hold (served
-// again, or their replies committed, as each slot's state says) and
-// kicks its queue, so that a request that waited while no server ran is
-// handed out. The predecessor must have exited (its entries are free
-// only then). nil-safe.
+// again, or their replies committed, as each slot's state says), and
+// every queue is kicked (kick.go), so that a request that waited while no
+// server ran is handed out. The predecessor must have exited (its entries
+// are free only then). nil-safe.
 func (u *URing) Serve() {
 	if u != nil {
 		u.gate.open(u.adopted)
 		u.wakeAll()
+		if u.adopted && u.mountpoint != "" {
+			kickLater(u.mountpoint, u.log)
+		}
 	}
 }
 
@@ -202,22 +196,6 @@ func (u *URing) Pause(wait time.Duration) bool {
 			return false
 		}
 	}
-}
-
-// SetHeldFiles gives the URing a function that returns node IDs of regular
-// files the kernel holds (a few suffice): the kick needs one
-// (FUSE_NOTIFY_RETRIEVE takes regular files only). nil-safe.
-func (u *URing) SetHeldFiles(f func() []uint64) {
-	if u != nil {
-		u.files.Store(&f)
-	}
-}
-
-func (u *URing) heldFiles() []uint64 {
-	if f := u.files.Load(); f != nil && *f != nil {
-		return (*f)()
-	}
-	return nil
 }
 
 // Resume undoes Pause. A successor that ran meanwhile and has exited may
@@ -289,36 +267,4 @@ func (q *queue) recoverSlots(fd int) {
 	if took > 0 {
 		q.u.log.Info("fuse transport: requests taken over from the previous server", "queue", q.qid, "served_again", len(serve), "replies_committed", committed)
 	}
-}
-
-// kick writes a FUSE_NOTIFY_RETRIEVE of no bytes of a regular file the
-// kernel holds (SetHeldFiles) from the queue's thread, and reports
-// whether the kernel took it: the kernel sends the FUSE_NOTIFY_REPLY it
-// makes through the ring queue of this thread's CPU (this queue's, as the
-// thread is pinned there), and committing it hands out the first request
-// that waited on the queue's list (fs/fuse/dev.c fuse_retrieve; the
-// kernel refuses a retrieve of anything but a regular file with EINVAL,
-// and of a node it no longer holds with ENOENT). A FUSE_NOTIFY_REPLY
-// keeps the notification's unique, which must be no request's: above any
-// the kernel's counter reaches, even (an interrupt's reply id is odd),
-// and from a range of this URing's own (a successor's kicks must not
-// collide with a predecessor's still in a slot).
-func (q *queue) kick(fd int) bool {
-	files := q.u.heldFiles()
-	var b [outHeaderSize + 32]byte
-	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)))
-	// A notification: unique 0, the code in error (positive, as
-	// fs/fuse/dev.c fuse_notify reads it).
-	binary.LittleEndian.PutUint32(b[4:], notifyRetrieve)
-	for _, ino := range files {
-		// struct fuse_notify_retrieve_out {u64 notify_unique, nodeid,
-		// offset; u32 size, padding}
-		u := (q.u.owner + q.u.kicks.Add(1)) << 1
-		binary.LittleEndian.PutUint64(b[16:], 1<<62|u&(1<<62-1))
-		binary.LittleEndian.PutUint64(b[24:], ino)
-		if _, err := unix.Write(fd, b[:]); err == nil {
-			return true
-		}
-	}
-	return false
 }
