@@ -682,6 +682,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
 	}
+	r := l.rights()
 	// endStages at the end, not deferred: a verb stopped midway leaves
 	// its stages to the next verb or a recovery, as a crash does.
 	renamedTo := map[string]string{} // a renamed directory's origin → its path
@@ -715,14 +716,17 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 		if c.Kind == ChangeDeleted || !within(c.Path, paths) || !check(c) {
 			continue
 		}
+		if layerActing != nil {
+			layerActing(c.Path)
+		}
 		var err error
 		if c.Kind == ChangeRenamed {
-			err = l.commitRename(proj, c, paths, decide, force)
+			err = l.commitRename(r, proj, c, paths, decide, force)
 			if err == nil {
 				moved[c.From] = true
 			}
 		} else {
-			err = l.apply(proj, merged, sl, c, deleted[c.Path])
+			err = l.apply(r, proj, merged, sl, c, deleted[c.Path])
 		}
 		if err == nil && c.Type == "dir" {
 			err = l.clearOpaque(c.Path)
@@ -747,7 +751,11 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			if !check(c) {
 				continue
 			}
-			if err := removeAllAt(proj, c.Path, deleted[c.Path]); err != nil {
+			if layerActing != nil {
+				layerActing(c.Path)
+			}
+			err := r.do(ownerAt(proj, c.Path), func() error { return removeAllAt(proj, c.Path, deleted[c.Path]) })
+			if err != nil {
 				res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: identity.ErrnoText(err)})
 				continue
 			}
@@ -764,7 +772,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 // conflict (unless force), may be removed and the target does not exist in
 // the project; then the layer's directory loses its redirect (the project
 // has it at its own path now).
-func (l *Layer) commitRename(proj int, c api.Change, paths []string, decide decider, force bool) error {
+func (l *Layer) commitRename(r rights, proj int, c api.Change, paths []string, decide decider, force bool) error {
 	if !within(c.From, paths) {
 		return fmt.Errorf("renamed from %s in the session: commit both paths", c.From)
 	}
@@ -778,20 +786,11 @@ func (l *Layer) commitRename(proj int, c api.Change, paths []string, decide deci
 	if err := decide(policy.OpRmdir, filepath.Join(l.Lower, c.From)); err != nil {
 		return fmt.Errorf("its origin %s: %v", c.From, err)
 	}
-	fpd, fname, err := parentAt(proj, c.From)
-	if err != nil {
-		return err
+	err = r.do(ownerAt(proj, c.From), func() error { return renameAt(proj, c.From, c.Path) })
+	if err == unix.EEXIST {
+		return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
 	}
-	defer unix.Close(fpd)
-	tpd, tname, err := parentAt(proj, c.Path)
 	if err != nil {
-		return err
-	}
-	defer unix.Close(tpd)
-	if err := unix.Renameat2(fpd, fname, tpd, tname, unix.RENAME_NOREPLACE); err != nil {
-		if err == unix.EEXIST {
-			return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
-		}
 		return err
 	}
 	fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
@@ -817,21 +816,60 @@ func skippedBy(p string, skipped []string) string {
 }
 
 // apply makes the project (proj) hold at c.Path what the session sees
-// (merged); old, when not zero, is the project's object there the diff
-// saw, the only one it removes.
-func (l *Layer) apply(proj, merged int, sl *stageLog, c api.Change, old objID) error {
-	switch c.Kind {
-	case ChangeDeleted:
-		return removeAllAt(proj, c.Path, old)
-	case ChangeModified:
-		if !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
-			return metaAt(merged, proj, c.Path, old)
-		}
-		return putAt(merged, proj, sl, c.Path, false, c.Type, old)
-	case ChangeRenamed:
-		return putAt(merged, proj, sl, c.Path, true, c.Type, old)
+// (merged), with the rights r; old, when not zero, is the project's
+// object there the diff saw, the only one it removes or changes.
+func (l *Layer) apply(r rights, proj, merged int, sl *stageLog, c api.Change, old objID) error {
+	owner := ownerAt(merged, c.Path)
+	if c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
+		return r.do(owner, func() error { return metaAt(merged, proj, c.Path, old) })
 	}
-	return putAt(merged, proj, sl, c.Path, false, c.Type, old)
+	err := r.do(owner, func() error { return putAt(merged, proj, sl, c.Path, false, c.Type, old) })
+	if denied(err) && len(r) > 0 && c.Kind == ChangeModified && c.Type == "file" {
+		return writeInPlace(r, proj, merged, sl, c.Path, old, owner, err)
+	}
+	return err
+}
+
+// writeInPlace commits the content change of the project's file old at
+// rel that no user may replace (refused, the refusal): when a user may
+// write that very file and make its attributes the layer's (times aside),
+// both done with its rights, the daemon replaces it with the layer's copy,
+// as an in-place write would have left it (layerrights.go).
+func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objID, owner uint32, refusal error) error {
+	err := r.do(owner, func() error {
+		fd, err := openAt(proj, rel, unix.O_PATH|unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		st, err := fstatFd(fd)
+		if err != nil {
+			return err
+		}
+		if (objID{st.Dev, st.Ino}) != old || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return fmt.Errorf("another %s now: changed since the diff", typeName(st.Mode))
+		}
+		if err := unix.Faccessat2(fd, "", unix.W_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS); err != nil {
+			return err
+		}
+		sfd, err := openAt(merged, rel, unix.O_PATH|unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(sfd)
+		sst, err := fstatFd(sfd)
+		if err != nil {
+			return err
+		}
+		return setAttrs(sfd, &sst, fd, false)
+	})
+	if denied(err) {
+		return refusal
+	}
+	if err != nil {
+		return err
+	}
+	return putAt(merged, proj, sl, rel, false, "file", old)
 }
 
 // Discard undoes the changes under paths in the layer, through the
@@ -859,6 +897,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
 	}
+	r := l.rights()
 	// endStages at the end, not deferred: a verb stopped midway leaves
 	// its stages to the next verb or a recovery, as a crash does.
 	// What lies below a directory that is removed or replaced whole (added,
@@ -875,19 +914,25 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 		if !within(c.Path, paths) {
 			continue
 		}
+		if layerActing != nil {
+			layerActing(c.Path)
+		}
 		if skippedBy(c.Path, whole) != "" {
 			l.reset(c.Path, true)
 			res.Applied = append(res.Applied, c.Path)
 			continue
 		}
+		// With the session's rights (layerrights.go): what it removes or
+		// changes in the layer is what the session could; the project's
+		// objects are copied back by the daemon.
 		var err error
 		switch {
 		case c.Kind == ChangeAdded || c.Kind == ChangeRenamed:
-			err = removeAllAt(merged, c.Path, objID{})
+			err = removeNonDirAs(r, merged, c.Path, objID{})
 		case c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target"):
-			err = metaAt(proj, merged, c.Path, objID{})
+			err = r.do(ownerAt(merged, c.Path), func() error { return metaAt(proj, merged, c.Path, objID{}) })
 		default:
-			if err = removeAllAt(merged, c.Path, objID{}); err == nil {
+			if err = removeNonDirAs(r, merged, c.Path, objID{}); err == nil {
 				err = putAt(proj, merged, sl, c.Path, true, "", objID{})
 			}
 		}
@@ -902,6 +947,11 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	l.endStages(sl)
 	return res, nil
 }
+
+// layerActing, when set (by tests), is called with each path a commit or
+// discard is about to act on, after its diff and its checks: a test swaps
+// objects there, as a session racing the verb would.
+var layerActing func(rel string)
 
 // randName returns 12 random hex digits.
 func randName() string {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wsfs/wsfs/fusefs"
@@ -69,6 +70,7 @@ func (m *Manager) reopenLayer(s *session, rec record) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.Users = slices.Clone(rec.Users)
 	s.layer = l
 	return l, nil
 }
