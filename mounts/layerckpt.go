@@ -739,55 +739,33 @@ type roller struct {
 	// now and then are the origins of the directories made or renamed
 	// in the merged overlay and in the checkpoint (originsOf).
 	now, then map[string]string
-	links     map[objID]string // a view object of several links → the path it was put at
+	links     map[objID]placed // a view object of several links → where it was put
 }
 
 // put copies the view's object at rel (vst) to the merged overlay
 // (putAt; with tree, a directory's whole tree), or, for a file of several
 // links in the view of which this rollback put another name already, links
-// that copy there, so that the checkpoint's hard links stay linked.
+// that copy there (linkAt), so that the checkpoint's hard links stay
+// linked.
 func (r *roller) put(rel string, vst *unix.Stat_t, tree bool) error {
 	if vst.Mode&unix.S_IFMT == unix.S_IFDIR || vst.Nlink < 2 {
 		return putAt(r.view, r.merged, r.sl, rel, tree, "", objID{})
 	}
 	id := objID{vst.Dev, vst.Ino}
 	if first, ok := r.links[id]; ok {
-		if err := r.linkTo(first, rel); err == nil {
+		if err := linkAt(r.merged, r.sl, first, rel, objID{}); err == nil {
 			return nil
 		}
 	}
-	if err := putAt(r.view, r.merged, r.sl, rel, tree, "", objID{}); err != nil {
+	got, err := putObj(r.view, r.merged, r.sl, rel, tree, "", objID{})
+	if err != nil {
 		return err
 	}
 	if r.links == nil {
-		r.links = map[objID]string{}
+		r.links = map[objID]placed{}
 	}
-	r.links[id] = rel
+	r.links[id] = placed{rel, got}
 	return nil
-}
-
-// linkTo makes rel in the merged overlay a hard link of its object at
-// first: linked in a private directory beside rel and renamed over it.
-func (r *roller) linkTo(first, rel string) error {
-	fpd, fname, err := parentAt(r.merged, first)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fpd)
-	pd, name, err := parentAt(r.merged, rel)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(pd)
-	return inStage(pd, r.sl.in(filepath.Dir(rel)), func(s *stage) error {
-		if err := unix.Linkat(fpd, fname, s.fd, "o", 0); err != nil {
-			if err == unix.ENOENT {
-				return errStageLost
-			}
-			return err
-		}
-		return unix.Renameat2(s.fd, "o", pd, name, 0)
-	})
 }
 
 // originsOf returns, per directory path that changes lists as made anew

@@ -82,21 +82,29 @@ func (l *Layer) DiffUnder(ctx context.Context, paths []string, text bool) ([]api
 // objID is an object's device and inode number.
 type objID struct{ dev, ino uint64 }
 
-// diff is Diff, with the identity of the project's object at each deleted
-// path, each path where a non-directory replaces it (what a commit may
-// remove there) and each modified path (the only object a commit may
-// change there).
-func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
+// diffInfo is what a commit needs of a diff besides its changes.
+type diffInfo struct {
+	// deleted holds the identity of the project's object at each deleted
+	// path, each path where a non-directory replaces it (what a commit
+	// may remove there) and each modified path (the only object a commit
+	// may change there).
+	deleted map[string]objID
+	// li holds the session's hard links (layerlinks.go).
+	li linkInfo
+}
+
+// diff is Diff, with the diffInfo a commit needs.
+func (l *Layer) diff(text bool) ([]api.Change, *diffInfo, error) {
 	return l.diffWith(context.Background(), nil, text)
 }
 
 // diffWith is diff with DiffUnder's paths and ctx.
-func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]api.Change, map[string]objID, error) {
+func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]api.Change, *diffInfo, error) {
 	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
 	if err != nil {
 		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
 	}
-	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}}
+	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}, withLinks: true}
 	if err := d.run(); err != nil {
 		return nil, nil, err
 	}
@@ -105,7 +113,7 @@ func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]
 			d.out[i].Conflict = why
 		}
 	}
-	return d.out, d.deleted, nil
+	return d.out, &diffInfo{deleted: d.deleted, li: d.li}, nil
 }
 
 // changesOf lists what the upper directory upper (the layer's own, or a
@@ -142,8 +150,19 @@ func (d *differ) run() error {
 	if fields, _, _ := d.compare(".", ".", ust, lst); len(fields) > 0 {
 		d.out = append(d.out, api.Change{Path: ".", Kind: ChangeModified, Type: "dir", Fields: fields})
 	}
+	if d.withLinks {
+		if d.lread, err = unix.Open(l.Lower, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("layer %q: diff: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
+		}
+		defer unix.Close(d.lread)
+	}
 	if err := d.walk("", "", true, false); err != nil {
 		return fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
+	}
+	if d.withLinks {
+		if err := d.links(); err != nil {
+			return fmt.Errorf("layer %q: diff: hard links: %s", l.Dir, identity.ErrnoText(err))
+		}
 	}
 	sortChanges(d.out)
 	return nil
@@ -172,6 +191,11 @@ type differ struct {
 	base         map[string]baseRec
 	ctx          context.Context
 	textUnder    []string // unified diffs only below these (none: all)
+	// withLinks: find the session's hard links (layerlinks.go) into li,
+	// reading the project by handle through lread (its root, O_RDONLY).
+	withLinks bool
+	li        linkInfo
+	lread     int
 }
 
 // walk compares the upper directory urel with the project's directory lrel
@@ -207,6 +231,11 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			// The project's object at the same path, compared so that a
 			// tree removed and made again equal is no change.
 			lst, _ = lstatBeneath(d.l.Lower, lp)
+		}
+		if d.withLinks && ust.Nlink > 1 && ust.Mode&unix.S_IFMT != unix.S_IFDIR && !isWhiteout(&ust) {
+			// Maybe one of several names of one file (an indexed copy-up
+			// has a link in the index too).
+			d.member(ufd, name, up, &ust, lst)
 		}
 		if ust.Mode&unix.S_IFMT != unix.S_IFDIR && committedCopy(d.base, up, &ust) {
 			// The copy a commit applied, unchanged since: a
@@ -664,7 +693,7 @@ func opOf(c api.Change) policy.Op {
 // baseline is the project's new state.
 func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerResult, error) {
 	res := api.LayerResult{Applied: []string{}}
-	changes, deleted, err := l.diff(false)
+	changes, info, err := l.diff(false)
 	if err != nil {
 		return res, err
 	}
@@ -691,6 +720,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			renamedTo[c.From] = c.Path
 		}
 	}
+	lk := newLinker(changes, info.li)
 	moved := map[string]bool{} // origins renamed in the project
 	var skipped []string       // paths left: what lies below is left too
 	leave := func(list *[]api.PathError, p, why string) {
@@ -725,8 +755,15 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			if err == nil {
 				moved[c.From] = true
 			}
+		} else if first, ok := lk.target(c.Path); ok {
+			// Another name of the file in the project already.
+			err = r.do(ownerAt(merged, c.Path), func() error { return linkAt(proj, sl, first, c.Path, info.deleted[c.Path]) })
 		} else {
-			err = l.apply(r, proj, merged, sl, c, deleted[c.Path])
+			var id objID
+			id, err = l.apply(r, proj, merged, sl, c, info.deleted[c.Path])
+			if err == nil {
+				lk.put(c.Path, id)
+			}
 		}
 		if err == nil && c.Type == "dir" {
 			err = l.clearOpaque(c.Path)
@@ -754,7 +791,7 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			if layerActing != nil {
 				layerActing(c.Path)
 			}
-			err := r.do(ownerAt(proj, c.Path), func() error { return removeAllAt(proj, c.Path, deleted[c.Path]) })
+			err := r.do(ownerAt(proj, c.Path), func() error { return removeAllAt(proj, c.Path, info.deleted[c.Path]) })
 			if err != nil {
 				res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: identity.ErrnoText(err)})
 				continue
@@ -818,16 +855,18 @@ func skippedBy(p string, skipped []string) string {
 // apply makes the project (proj) hold at c.Path what the session sees
 // (merged), with the rights r; old, when not zero, is the project's
 // object there the diff saw, the only one it removes or changes.
-func (l *Layer) apply(r rights, proj, merged int, sl *stageLog, c api.Change, old objID) error {
+// It returns the identity of the project's object there afterwards.
+func (l *Layer) apply(r rights, proj, merged int, sl *stageLog, c api.Change, old objID) (objID, error) {
 	owner := ownerAt(merged, c.Path)
 	if c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
-		return r.do(owner, func() error { return metaAt(merged, proj, c.Path, old) })
+		return old, r.do(owner, func() error { return metaAt(merged, proj, c.Path, old) })
 	}
-	err := r.do(owner, func() error { return putAt(merged, proj, sl, c.Path, false, c.Type, old) })
+	var id objID
+	err := r.do(owner, func() (err error) { id, err = putObj(merged, proj, sl, c.Path, false, c.Type, old); return err })
 	if denied(err) && len(r) > 0 && c.Kind == ChangeModified && c.Type == "file" {
 		return writeInPlace(r, proj, merged, sl, c.Path, old, owner, err)
 	}
-	return err
+	return id, err
 }
 
 // writeInPlace commits the content change of the project's file old at
@@ -835,7 +874,7 @@ func (l *Layer) apply(r rights, proj, merged int, sl *stageLog, c api.Change, ol
 // write that very file and make its attributes the layer's (times aside),
 // both done with its rights, the daemon replaces it with the layer's copy,
 // as an in-place write would have left it (layerrights.go).
-func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objID, owner uint32, refusal error) error {
+func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objID, owner uint32, refusal error) (objID, error) {
 	err := r.do(owner, func() error {
 		fd, err := openAt(proj, rel, unix.O_PATH|unix.O_NOFOLLOW)
 		if err != nil {
@@ -864,12 +903,12 @@ func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objI
 		return setAttrs(sfd, &sst, fd, false)
 	})
 	if denied(err) {
-		return refusal
+		return objID{}, refusal
 	}
 	if err != nil {
-		return err
+		return objID{}, err
 	}
-	return putAt(merged, proj, sl, rel, false, "file", old)
+	return putObj(merged, proj, sl, rel, false, "file", old)
 }
 
 // Discard undoes the changes under paths in the layer, through the
@@ -908,6 +947,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 			whole = append(whole, c.Path)
 		}
 	}
+	back := &copyBack{proj: proj, merged: merged, sl: sl}
 	// Deepest first: what lies in a directory is undone before it is.
 	slices.Reverse(changes)
 	for _, c := range changes {
@@ -933,7 +973,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 			err = r.do(ownerAt(merged, c.Path), func() error { return metaAt(proj, merged, c.Path, objID{}) })
 		default:
 			if err = removeNonDirAs(r, merged, c.Path, objID{}); err == nil {
-				err = putAt(proj, merged, sl, c.Path, true, "", objID{})
+				err = back.put(c.Path)
 			}
 		}
 		if err != nil {

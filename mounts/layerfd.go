@@ -266,21 +266,28 @@ func (s *stage) close() {
 // when not zero, the only directory at rel it removes (none when zero).
 // sl, when not nil, journals the private directories made.
 func putAt(src, dst int, sl *stageLog, rel string, tree bool, want string, was objID) error {
+	_, err := putObj(src, dst, sl, rel, tree, want, was)
+	return err
+}
+
+// putObj is putAt, and returns the identity of the object it put at rel
+// (a link of it may be made by that identity: linkAt).
+func putObj(src, dst int, sl *stageLog, rel string, tree bool, want string, was objID) (objID, error) {
 	sfd, err := openAt(src, rel, unix.O_PATH|unix.O_NOFOLLOW)
 	if err != nil {
-		return err
+		return objID{}, err
 	}
 	defer unix.Close(sfd)
 	st, err := fstatFd(sfd)
 	if err != nil {
-		return err
+		return objID{}, err
 	}
 	if want != "" && typeName(st.Mode) != want {
-		return fmt.Errorf("a %s now, not a %s: changed since the diff", typeName(st.Mode), want)
+		return objID{}, fmt.Errorf("a %s now, not a %s: changed since the diff", typeName(st.Mode), want)
 	}
 	pd, name, err := parentAt(dst, rel)
 	if err != nil {
-		return err
+		return objID{}, err
 	}
 	defer unix.Close(pd)
 	var old unix.Stat_t
@@ -291,44 +298,49 @@ func putAt(src, dst int, sl *stageLog, rel string, tree bool, want string, was o
 			// unlink(2) follows nothing; whatever a session renamed here
 			// it could have removed itself.
 			if err := unix.Unlinkat(pd, name, 0); err != nil {
-				return err
+				return objID{}, err
 			}
 		}
+		var id objID
 		if oldDir {
 			dfd, err := unix.Openat(pd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
-				return err
+				return objID{}, err
 			}
-			err = setMeta(sfd, &st, dfd)
+			dt, err := fstatFd(dfd)
+			if err == nil {
+				id = objID{dt.Dev, dt.Ino}
+				err = setMeta(sfd, &st, dfd)
+			}
 			unix.Close(dfd)
 			if err != nil {
-				return err
+				return objID{}, err
 			}
-		} else if err := makeIn(sl.in(filepath.Dir(rel)), pd, name, sfd, &st, unix.RENAME_NOREPLACE); err != nil {
-			return err
+		} else if id, err = makeIn(sl.in(filepath.Dir(rel)), pd, name, sfd, &st, unix.RENAME_NOREPLACE); err != nil {
+			return objID{}, err
 		}
 		if !tree {
-			return nil
+			return id, nil
 		}
 		names, err := readNames(sfd)
 		if err != nil {
-			return err
+			return objID{}, err
 		}
 		for _, n := range names {
 			if err := putAt(src, dst, sl, relJoin(rel, n), true, "", objID{}); err != nil {
-				return err
+				return objID{}, err
 			}
 		}
-		return nil
+		return id, nil
 	}
 	if oldDir {
 		if was == (objID{}) {
 			// Not the diff's: a directory put there since (a tree the
 			// session could not remove, say) is never removed.
-			return errDirInTheWay
+			return objID{}, errDirInTheWay
 		}
 		if err := removeAt(pd, name, was); err != nil {
-			return err
+			return objID{}, err
 		}
 	}
 	return makeIn(sl.in(filepath.Dir(rel)), pd, name, sfd, &st, 0)
@@ -352,17 +364,22 @@ const stageTries = 8
 // name a session could reach. A regular file is written as an O_TMPFILE
 // in pd and linked into a private directory in pd only to be renamed from
 // there; another object is made in the private directory. Nothing is left
-// behind on failure. sl journals the private directories.
-func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags uint) error {
+// behind on failure. sl journals the private directories. It returns
+// the identity of the object made.
+func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags uint) (objID, error) {
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		ofd, err := tmpCopy(pd, sfd)
 		if err == nil {
 			defer unix.Close(ofd)
 			if err := setMeta(sfd, st, ofd); err != nil {
-				return err
+				return objID{}, err
 			}
-			return inStage(pd, sl, func(s *stage) error {
-				if err := unix.Linkat(ofd, "", s.fd, "o", unix.AT_EMPTY_PATH); err != nil {
+			ot, err := fstatFd(ofd)
+			if err != nil {
+				return objID{}, err
+			}
+			return objID{ot.Dev, ot.Ino}, inStage(pd, sl, func(s *stage) error {
+				if err := linkFd(ofd, s.fd, "o"); err != nil {
 					if err == unix.ENOENT {
 						return errStageLost // removed under us
 					}
@@ -372,10 +389,11 @@ func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags u
 			})
 		}
 		if err != errNoTmpfile {
-			return err
+			return objID{}, err
 		}
 	}
-	return inStage(pd, sl, func(s *stage) error {
+	var id objID
+	return id, inStage(pd, sl, func(s *stage) error {
 		ofd, err := makeObject(s.fd, sfd, st)
 		if err == unix.ENOENT {
 			return errStageLost
@@ -387,8 +405,21 @@ func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags u
 		if err := setMeta(sfd, st, ofd); err != nil {
 			return err
 		}
+		ot, err := fstatFd(ofd)
+		if err != nil {
+			return err
+		}
+		id = objID{ot.Dev, ot.Ino}
 		return unix.Renameat2(s.fd, "o", pd, name, flags)
 	})
+}
+
+// linkFd links the object open as fd (O_PATH, or an O_TMPFILE) as name in
+// the directory dir, through its /proc/self/fd link (linkat(2)'s way
+// without CAP_DAC_READ_SEARCH, so with a session user's rights too: the
+// kernel's protected_hardlinks rule applies as to ln(1)).
+func linkFd(fd, dir int, name string) error {
+	return unix.Linkat(unix.AT_FDCWD, procFd(fd), dir, name, unix.AT_SYMLINK_FOLLOW)
 }
 
 // inStage runs f with a new private directory in pd (journaled in sl),

@@ -28,8 +28,10 @@ root or the mountpoint; every change when none), parents before their children
 (GET /v1/sessions/{id}/diff). One line per path: a letter (A added, D deleted,
 M modified, T type changed, R renamed directory), the path, its type, what a
 modification changed (content, target, mode, owner, xattr), "from OLD" for a
-renamed directory and "CONFLICT: ..." when the host changed the path since the
-session's first write there; then, unless --stat, the unified diff of each
+renamed directory, "linked with P,Q" for a file of several names in the
+session (its hard links; a commit makes them one file in the project too) and
+"CONFLICT: ..." when the host changed the path since the session's first write
+there; then, unless --stat, the unified diff of each
 modified text file. --json prints the API's object (with the diffs).`,
 		Args: minArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,6 +71,9 @@ func printChanges(w io.Writer, cs []api.Change, text bool) {
 		line += ")"
 		if c.From != "" {
 			line += " from " + c.From
+		}
+		if len(c.Links) > 0 {
+			line += " linked with " + strings.Join(c.Links, ",")
 		}
 		if c.Conflict != "" {
 			line += " CONFLICT: " + c.Conflict

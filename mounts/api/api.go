@@ -191,6 +191,10 @@ type Change struct {
 	// Diff is a unified diff (project, then session) of a text file's
 	// content, when asked for and both sides are text under 1 MiB.
 	Diff string `json:"diff,omitempty"`
+	// Links are the other paths of the same file in the session (its
+	// hard links, listed or not), sorted; a commit makes the paths it
+	// applies one file in the project too.
+	Links []string `json:"links,omitempty"`
 }
 
 // DiffResult is the body of GET /v1/sessions/{id}/diff: the session's
