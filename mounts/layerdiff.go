@@ -104,7 +104,7 @@ func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]
 	if err != nil {
 		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
 	}
-	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}, withLinks: true}
+	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}, withLinks: true, gone: map[string]string{}}
 	if err := d.run(); err != nil {
 		return nil, nil, err
 	}
@@ -122,7 +122,7 @@ func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]
 // is listed wherever it differs from the project (more paths than Diff,
 // never fewer), and without conflicts or unified diffs.
 func (l *Layer) changesOf(upper string) ([]api.Change, error) {
-	d := &differ{l: l, upper: upper, base: map[string]baseRec{}, ctx: context.Background(), deleted: map[string]objID{}}
+	d := &differ{l: l, upper: upper, base: map[string]baseRec{}, ctx: context.Background(), deleted: map[string]objID{}, gone: map[string]string{}}
 	if err := d.run(); err != nil {
 		return nil, err
 	}
@@ -163,6 +163,9 @@ func (d *differ) run() error {
 		if err := d.links(); err != nil {
 			return fmt.Errorf("layer %q: diff: hard links: %s", l.Dir, identity.ErrnoText(err))
 		}
+		if err := d.fileRenames(); err != nil {
+			return fmt.Errorf("layer %q: diff: renamed files: %s", l.Dir, identity.ErrnoText(err))
+		}
 	}
 	sortChanges(d.out)
 	return nil
@@ -196,6 +199,7 @@ type differ struct {
 	withLinks bool
 	li        linkInfo
 	lread     int
+	gone      map[string]string // a deleted path → its project path
 }
 
 // walk compares the upper directory urel with the project's directory lrel
@@ -246,6 +250,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			if lst != nil {
 				d.out = append(d.out, api.Change{Path: up, Kind: ChangeDeleted, Type: typeName(lst.Mode)})
 				d.deleted[up] = objID{lst.Dev, lst.Ino}
+				d.gone[up] = lp
 			}
 			continue
 		}
@@ -291,6 +296,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 				if st, err := lstatBeneath(d.l.Lower, relJoin(lrel, name)); err == nil {
 					d.out = append(d.out, api.Change{Path: relJoin(urel, name), Kind: ChangeDeleted, Type: typeName(st.Mode)})
 					d.deleted[relJoin(urel, name)] = objID{st.Dev, st.Ino}
+					d.gone[relJoin(urel, name)] = relJoin(lrel, name)
 				}
 			}
 		}
@@ -683,12 +689,15 @@ func opOf(c api.Change) policy.Op {
 // (so that a directory the session renamed is still there to be renamed);
 // each checked with decide (the session's policy now), a conflict (the
 // project changed there since the session's first write) refused unless
-// force, each file made in a private directory beside its target and renamed over it, a
-// directory made before what lies in it. A directory the session renamed
-// is renamed in the project (both its paths must be in paths), so that
-// what the session left untouched in it stays the project's. A path not
-// applied stays in the layer; what lies below a refused directory is
-// refused with it. After a path is applied the project and the layer agree
+// force, each file made in a private directory beside its target and
+// renamed over it, a directory made before what lies in it, a further
+// name of a file linked to the first (layerlinks.go). A directory the
+// session renamed is renamed in the project (both its paths must be in
+// paths), so that what the session left untouched in it stays the
+// project's; a file too when both its paths are (else it is copied). The
+// file system work is done with the rights of the session's users, if it
+// has any (layerrights.go). A path not applied stays in the layer; what
+// lies below a refused directory is refused with it. After a path is applied the project and the layer agree
 // there (the layer keeps its copy, which Diff no longer lists) and its
 // baseline is the project's new state.
 func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerResult, error) {
@@ -714,9 +723,11 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 	r := l.rights()
 	// endStages at the end, not deferred: a verb stopped midway leaves
 	// its stages to the next verb or a recovery, as a crash does.
-	renamedTo := map[string]string{} // a renamed directory's origin → its path
+	// A renamed directory's origin → its path; a renamed file's when both
+	// of its paths are committed (else the file is committed as a copy).
+	renamedTo := map[string]string{}
 	for _, c := range changes {
-		if c.Kind == ChangeRenamed {
+		if c.Kind == ChangeRenamed && (c.Type == "dir" || within(c.Path, paths) && within(c.From, paths)) {
 			renamedTo[c.From] = c.Path
 		}
 	}
@@ -750,10 +761,13 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			layerActing(c.Path)
 		}
 		var err error
-		if c.Kind == ChangeRenamed {
-			err = l.commitRename(r, proj, c, paths, decide, force)
+		if c.Kind == ChangeRenamed && renamedTo[c.From] == c.Path {
+			err = l.commitRename(r, proj, c, paths, decide, force, info.deleted[c.From])
 			if err == nil {
 				moved[c.From] = true
+				if c.Type != "dir" {
+					lk.put(c.Path, info.deleted[c.From])
+				}
 			}
 		} else if first, ok := lk.target(c.Path); ok {
 			// Another name of the file in the project already.
@@ -804,12 +818,13 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 	return res, nil
 }
 
-// commitRename renames the project's directory c.From to c.Path (a
-// directory the session renamed), when its origin is committed too, is no
-// conflict (unless force), may be removed and the target does not exist in
-// the project; then the layer's directory loses its redirect (the project
-// has it at its own path now).
-func (l *Layer) commitRename(r rights, proj int, c api.Change, paths []string, decide decider, force bool) error {
+// commitRename renames the project's object c.From to c.Path (a directory
+// or file the session renamed), when its origin is committed too, is no
+// conflict (unless force), may be removed, is still the object the diff
+// saw there (was, when not zero), and the target does not exist in the
+// project; then the layer's directory loses its redirect (the project has
+// it at its own path now).
+func (l *Layer) commitRename(r rights, proj int, c api.Change, paths []string, decide decider, force bool, was objID) error {
 	if !within(c.From, paths) {
 		return fmt.Errorf("renamed from %s in the session: commit both paths", c.From)
 	}
@@ -820,23 +835,40 @@ func (l *Layer) commitRename(r rights, proj int, c api.Change, paths []string, d
 	if bad, why := l.conflict(base, c.From); bad && !force {
 		return fmt.Errorf("its origin %s: %s", c.From, why)
 	}
-	if err := decide(policy.OpRmdir, filepath.Join(l.Lower, c.From)); err != nil {
+	op := policy.OpUnlink
+	if c.Type == "dir" {
+		op = policy.OpRmdir
+	}
+	if err := decide(op, filepath.Join(l.Lower, c.From)); err != nil {
 		return fmt.Errorf("its origin %s: %v", c.From, err)
 	}
-	err = r.do(ownerAt(proj, c.From), func() error { return renameAt(proj, c.From, c.Path) })
+	err = r.do(ownerAt(proj, c.From), func() error {
+		if was != (objID{}) {
+			st, ok, err := lstatAtRoot(proj, c.From)
+			if err != nil {
+				return err
+			}
+			if !ok || (objID{st.Dev, st.Ino}) != was {
+				return fmt.Errorf("its origin %s: %v", c.From, errReplaced)
+			}
+		}
+		return renameAt(proj, c.From, c.Path)
+	})
 	if err == unix.EEXIST {
 		return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
 	}
 	if err != nil {
 		return err
 	}
-	fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.Removexattr(procFd(fd), overlayXattr+"redirect"); err != nil && err != unix.ENODATA {
-		return err
+	if c.Type == "dir" {
+		fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Removexattr(procFd(fd), overlayXattr+"redirect"); err != nil && err != unix.ENODATA {
+			return err
+		}
 	}
 	l.reset(c.From, false)
 	return nil

@@ -221,7 +221,7 @@ func (d *differ) aliases(want map[objID]objID) error {
 	defer unix.Close(mroot)
 	var renamed []api.Change // renamed directories, longest origin first
 	for _, c := range d.out {
-		if c.Kind == ChangeRenamed && c.From != "" {
+		if c.Kind == ChangeRenamed && c.Type == "dir" && c.From != "" {
 			renamed = append(renamed, c)
 		}
 	}
@@ -271,6 +271,65 @@ func (d *differ) aliases(want map[objID]objID) error {
 		}
 		return d.ctx.Err()
 	})
+}
+
+// fileRenames lists as renamed (From its path in the session) an added
+// non-directory whose upper object is the copy-up of the project's object
+// at a path the session deleted, and equal to it (content or link text,
+// mode, owner, xattrs): a file the session renamed (mv), which a commit
+// renames in the project, so that it keeps its inode and its other names.
+// One added name per deleted one (a further name is a link of it).
+func (d *differ) fileRenames() error {
+	li := &d.li
+	from := map[objID]string{} // the project's object at a deleted path → that path
+	for _, c := range d.out {
+		if c.Kind == ChangeDeleted && c.Type != "dir" {
+			if id, ok := d.deleted[c.Path]; ok {
+				from[id] = c.Path
+			}
+		}
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	upperOf := map[string]objID{}
+	for id, names := range li.members {
+		for _, p := range names {
+			upperOf[p] = id
+		}
+	}
+	used := map[string]bool{}
+	for i, c := range d.out {
+		if c.Kind != ChangeAdded || c.Type == "dir" {
+			continue
+		}
+		id, ok := upperOf[c.Path]
+		if !ok {
+			continue
+		}
+		o := li.origins[id].id
+		f, ok := from[o]
+		if o == (objID{}) || !ok || used[f] {
+			continue
+		}
+		ust, err := lstatBeneath(d.upper, c.Path)
+		if err != nil {
+			return err
+		}
+		lst, err := lstatBeneath(d.l.Lower, d.gone[f])
+		if err != nil || (objID{lst.Dev, lst.Ino}) != o {
+			continue // changed since the walk
+		}
+		fields, _, err := d.compare(c.Path, d.gone[f], ust, lst)
+		if err != nil {
+			return err
+		}
+		if len(fields) == 0 {
+			d.out[i].Kind, d.out[i].From = ChangeRenamed, f
+			used[f] = true
+		}
+	}
+	return nil
 }
 
 // walkProject calls f with the path (relative to the project) and lstat

@@ -175,3 +175,85 @@ func TestLayerHardLinksDiscard(t *testing.T) {
 		t.Fatalf("z after a write to x: %q %v, want x's new content", b, err)
 	}
 }
+
+// TestLayerFileRename: a file the session renamed (mv) unchanged is listed
+// as renamed from its old path, which is listed as deleted too, and
+// committed as a rename: the project's file keeps its inode and its other
+// names (v3 and the project's v2). A file renamed and then changed (e2),
+// is an addition and a deletion; so is a rename committed without its old
+// path (x2: a copy, x stays until it is committed).
+func TestLayerFileRename(t *testing.T) {
+	proj := t.TempDir()
+	for _, p := range []string{"w", "v", "e", "x", "sub/y"} {
+		if err := os.MkdirAll(filepath.Join(proj, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proj, p), []byte(p+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(filepath.Join(proj, "v"), filepath.Join(proj, "v2")); err != nil {
+		t.Fatal(err)
+	}
+	ino := map[string]uint64{}
+	for _, p := range []string{"w", "v", "x", "sub/y"} {
+		ino[p], _ = inode(t, filepath.Join(proj, p))
+	}
+	l := layerFor(t, proj)
+	m := l.Merged()
+	for from, to := range map[string]string{"w": "w2", "v": "v3", "e": "e2", "x": "x2", "sub/y": "y2"} {
+		if err := os.Rename(filepath.Join(m, from), filepath.Join(m, to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo(t, filepath.Join(m, "e2"), "more\n")
+	changes, err := l.Diff(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range changes {
+		got[c.Path] = c.Kind + " " + c.Type + " " + c.From + " links=" + strings.Join(c.Links, ",")
+	}
+	want := map[string]string{
+		"w2": "renamed file w links=", "w": "deleted file  links=",
+		"v3": "renamed file v links=v2", "v": "deleted file  links=",
+		"e2": "added file  links=", "e": "deleted file  links=",
+		"x2": "renamed file x links=", "x": "deleted file  links=",
+		"y2": "renamed file sub/y links=", "sub/y": "deleted file  links=",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("diff:\n%v\nwant\n%v", got, want)
+	}
+	// x2 alone: a copy.
+	res, err := l.Commit([]string{"x2"}, false, allowAll)
+	if err != nil || len(res.Refused)+len(res.Conflicts) != 0 || !reflect.DeepEqual(res.Applied, []string{"x2"}) {
+		t.Fatalf("commit x2: %+v %v", res, err)
+	}
+	if i, _ := inode(t, filepath.Join(proj, "x2")); i == ino["x"] {
+		t.Errorf("x2 committed alone is x's inode %d, want a copy", i)
+	}
+	if _, err := os.Stat(filepath.Join(proj, "x")); err != nil {
+		t.Errorf("x after committing x2 alone: %v, want it there", err)
+	}
+	res, err = l.Commit(nil, false, allowAll)
+	if err != nil || len(res.Refused)+len(res.Conflicts) != 0 || len(res.Applied) != len(want)-1 {
+		t.Fatalf("commit: %+v %v", res, err)
+	}
+	for to, from := range map[string]string{"w2": "w", "v3": "v", "v2": "v", "y2": "sub/y"} {
+		if i, _ := inode(t, filepath.Join(proj, to)); i != ino[from] {
+			t.Errorf("%s in the project: inode %d, want %s's %d (renamed)", to, i, from, ino[from])
+		}
+	}
+	for _, p := range []string{"w", "v", "e", "x", "sub/y"} {
+		if _, err := os.Lstat(filepath.Join(proj, p)); !os.IsNotExist(err) {
+			t.Errorf("%s in the project after the commit: %v, want ENOENT", p, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(proj, "e2")); err != nil || string(b) != "e\nmore\n" {
+		t.Errorf("e2 in the project: %q %v", b, err)
+	}
+	if cs, err := l.Diff(false); err != nil || len(cs) != 0 {
+		t.Fatalf("diff after the commit: %+v %v, want nothing", cs, err)
+	}
+}
