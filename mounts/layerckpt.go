@@ -666,7 +666,7 @@ func (l *Layer) Rollback(name string) (api.RollbackResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
 	}
-	r := &roller{view: view, merged: merged, sl: sl, res: &res, now: originsOf(cur), then: originsOf(then)}
+	r := &roller{view: view, merged: merged, sl: sl, res: &res, now: originsOf(cur), then: originsOf(then), rights: l.rights()}
 	paths := map[string]bool{".": true}
 	deep := map[string]bool{}
 	for _, c := range append(cur, then...) {
@@ -740,6 +740,10 @@ type roller struct {
 	// in the merged overlay and in the checkpoint (originsOf).
 	now, then map[string]string
 	links     map[objID]placed // a view object of several links → where it was put
+	// rights are the session users' (layerrights.go): what the rollback
+	// removes, renames or changes in the merged overlay is what they
+	// could; the checkpoint's objects are copied by the daemon.
+	rights rights
 }
 
 // put copies the view's object at rel (vst) to the merged overlay
@@ -822,10 +826,10 @@ func (r *roller) renames(then, cur []api.Change) {
 		if src == "" || identity.Within(c.Path, src) || identity.Within(src, c.Path) {
 			continue // nothing to rename, or one inside the other
 		}
-		if err := removeAllAt(r.merged, c.Path, objID{}); err != nil {
+		if err := removeNonDirAs(r.rights, r.merged, c.Path, objID{}); err != nil {
 			continue
 		}
-		if err := renameAt(r.merged, src, c.Path); err != nil {
+		if err := r.rights.do(ownerAt(r.merged, src), func() error { return renameAt(r.merged, src, c.Path) }); err != nil {
 			continue
 		}
 		delete(r.now, src)
@@ -902,11 +906,14 @@ func (r *roller) path(rel string, deep bool) bool {
 		return refuse(err)
 	}
 	applied := func() { r.res.Applied = append(r.res.Applied, rel) }
+	if layerActing != nil && (vok || mok) {
+		layerActing(rel)
+	}
 	switch {
 	case !vok && !mok:
 		return true
 	case !vok:
-		if err := removeAllAt(r.merged, rel, objID{}); err != nil {
+		if err := removeNonDirAs(r.rights, r.merged, rel, objID{}); err != nil {
 			return refuse(err)
 		}
 		applied()
@@ -919,7 +926,7 @@ func (r *roller) path(rel string, deep bool) bool {
 			return refuse(errors.New("the root is of another type"))
 		}
 		if mok {
-			if err := removeAllAt(r.merged, rel, objID{}); err != nil {
+			if err := removeNonDirAs(r.rights, r.merged, rel, objID{}); err != nil {
 				return refuse(err)
 			}
 		}
@@ -937,7 +944,7 @@ func (r *roller) path(rel string, deep bool) bool {
 	case content:
 		err = r.put(rel, &vst, false)
 	case meta:
-		err = metaAt(r.view, r.merged, rel, objID{})
+		err = r.rights.do(mst.Uid, func() error { return metaAt(r.view, r.merged, rel, objID{}) })
 	}
 	if err != nil {
 		return refuse(err)

@@ -1020,9 +1020,9 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	return res, nil
 }
 
-// layerActing, when set (by tests), is called with each path a commit or
-// discard is about to act on, after its diff and its checks: a test swaps
-// objects there, as a session racing the verb would.
+// layerActing, when set (by tests), is called with each path a commit,
+// discard or rollback is about to act on, after its diff and its checks: a
+// test swaps objects there, as a session racing the verb would.
 var layerActing func(rel string)
 
 // randName returns 12 random hex digits.

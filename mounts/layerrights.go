@@ -1,29 +1,32 @@
 package mounts
 
-// The rights a layer verb acts with (layer.go, layerdiff.go). The daemon
-// is root, but what a commit does to the project, and what a discard does
-// to the session's view, must never be more than the session itself could
-// do through its own mount: its policy (the verb's decider) and the host
-// permissions of the users it serves. In a session with users (--users)
-// the verb's file system work on the project or the merged overlay runs
-// with a user's identity and no capability (fusefs.RunAs): the kernel
-// decides it as for that user (mode bits, ACLs, sticky directories, the
-// owner rules of chmod, chown and utimensat, protected_hardlinks), so a
-// tree the user could not remove is not removed, an object it could not
+// The rights a layer verb acts with (layer.go, layerdiff.go,
+// layerckpt.go). The daemon is root, but what a commit does to the
+// project, and what a discard or a rollback does to the session's view,
+// must never be more than the session itself could do through its own
+// mount: its policy (the verb's decider) and the host permissions of
+// the users it serves. In a session with users (--users) the verb's
+// file system work on the project or the merged overlay runs with a
+// user's identity and no capability (fusefs.RunAs): the kernel decides
+// it as for that user (mode bits, ACLs, sticky directories, the owner
+// rules of chmod, chown and utimensat, protected_hardlinks), so a tree
+// the user could not remove is not removed, an object it could not
 // chmod is not re-owned, whatever the session renames under the verb. A
-// session without users (root-only) acts with the daemon's rights, as its
-// root processes could.
+// session without users (root-only) acts with the daemon's rights, as
+// its root processes could.
 //
 // Three steps run as the daemon: reading the layer's own state (the
-// diff, the baseline, overlayfs's marks in the upper directory); putting
-// the project's objects back in the layer (a discard's copy: it gives the
-// session nothing the project does not hold) and removing a non-directory
-// there (whatever the session renamed to that name it could have removed
-// itself); and the commit of a content change of a file the user may
-// write but could not replace (owned by another user, or in a directory it
-// cannot write): checked first with the user's rights (it may write the
-// project's very file, and make its attributes the layer's), then written
-// as a replacement by the daemon, as an in-place write would have left it.
+// diff, the baseline, overlayfs's marks in the upper directory);
+// putting the project's objects back in the layer (a discard's copy: it
+// gives the session nothing the project does not hold; a rollback's of
+// the checkpoint's, the layer's own earlier state) and removing a
+// non-directory there (whatever the session renamed to that name it
+// could have removed itself); and the commit of a content change of a
+// file the user may write but could not replace (owned by another user,
+// or in a directory it cannot write): checked first with the user's
+// rights (it may write the project's very file, and make its attributes
+// the layer's), then written as a replacement by the daemon, as an
+// in-place write would have left it.
 
 import (
 	"errors"

@@ -263,3 +263,56 @@ func TestLayerCommitUsersRights(t *testing.T) {
 		t.Errorf("rootnew in the project: %v, want ENOENT", err)
 	}
 }
+
+// TestLayerRollbackSwapUsers: a rollback makes the session's view its
+// checkpoint's with the session users' rights too: the session swaps
+// root's tree T into its new directory a (which the rollback removes) and
+// root's 0600 file twin (the same bytes as m) into m (whose checkpoint
+// attributes the rollback sets): both refused (EACCES, EPERM); T keeps its
+// file, twin stays root's 0600, unreadable to 65534.
+func TestLayerRollbackSwapUsers(t *testing.T) {
+	proj, l := rightsProject(t)
+	if err := os.WriteFile(filepath.Join(proj, "twin"), []byte("m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mfd := mergedFd(t, l)
+	asSession(t, "chmod m", func() error { return unix.Fchmodat(mfd, "m", 0o600, 0) })
+	if _, err := l.Checkpoint("c0"); err != nil {
+		t.Fatal(err)
+	}
+	asSession(t, "chmod m, mkdir a", func() error {
+		if err := unix.Fchmodat(mfd, "m", 0o640, 0); err != nil {
+			return err
+		}
+		return unix.Mkdirat(mfd, "a", 0o755)
+	})
+	swap := map[string][2]string{"a": {"a", "T"}, "m": {"m", "twin"}}
+	setLayerActing(t, func(rel string) {
+		if s, ok := swap[rel]; ok {
+			asSession(t, "swap "+s[1]+" into "+s[0], func() error {
+				if err := unix.Renameat(mfd, s[0], mfd, s[0]+".away"); err != nil {
+					return err
+				}
+				return unix.Renameat(mfd, s[1], mfd, s[0])
+			})
+		}
+	})
+	res, err := l.Rollback("c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, r := range res.Refused {
+		reasons[r.Path] = r.Reason
+	}
+	if reasons["a"] != "permission denied" || reasons["m"] != "operation not permitted" {
+		t.Fatalf("rollback with T and twin swapped in: applied %v, refused %v; want a refused with EACCES (permission denied), m with EPERM (operation not permitted)", res.Applied, res.Refused)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(mfd, "a/precious", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Uid != 0 {
+		t.Fatalf("T's file in the session (at a/precious) after the rollback: uid %d, %v; want root's, there", st.Uid, err)
+	}
+	if err := unix.Fstatat(mfd, "m", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Uid != 0 || st.Mode&0o7777 != 0o600 {
+		t.Fatalf("twin in the session (at m) after the rollback: %d %o, %v; want root's, 0600", st.Uid, st.Mode&0o7777, err)
+	}
+}
