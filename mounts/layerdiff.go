@@ -685,19 +685,20 @@ func opOf(c api.Change) policy.Op {
 }
 
 // Commit applies the changes under paths to the project: first every
-// change but deletions, parents first, then the deletions, deepest first
-// (so that a directory the session renamed is still there to be renamed);
-// each checked with decide (the session's policy now), a conflict (the
-// project changed there since the session's first write) refused unless
-// force, each file made in a private directory beside its target and
-// renamed over it, a directory made before what lies in it, a further
-// name of a file linked to the first (layerlinks.go). A directory the
-// session renamed is renamed in the project (both its paths must be in
-// paths), so that what the session left untouched in it stays the
-// project's; a file too when both its paths are (else it is copied). The
-// file system work is done with the rights of the session's users, if it
-// has any (layerrights.go). A path not applied stays in the layer; what
-// lies below a refused directory is refused with it. After a path is applied the project and the layer agree
+// change but deletions, parents first, then the deletions, deepest
+// first (so that a directory the session renamed is still there to be
+// renamed); each checked with decide (the session's policy now), a
+// conflict (the project changed there since the session's first write)
+// refused unless force, each file made in a private directory beside
+// its target and renamed over it, a directory made before what lies in
+// it, a further name of a file linked to the first (layerlinks.go). A
+// directory the session renamed is renamed in the project (both its
+// paths must be in paths), so that what the session left untouched in
+// it stays the project's; a file too when both its paths are (else it
+// is copied). The file system work is done with the rights of the
+// session's users, if it has any (layerrights.go). A path not applied
+// stays in the layer; what lies below a refused directory is refused
+// with it. After a path is applied the project and the layer agree
 // there (the layer keeps its copy, which Diff no longer lists) and its
 // baseline is the project's new state.
 func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerResult, error) {
@@ -902,10 +903,11 @@ func (l *Layer) apply(r rights, proj, merged int, sl *stageLog, c api.Change, ol
 }
 
 // writeInPlace commits the content change of the project's file old at
-// rel that no user may replace (refused, the refusal): when a user may
+// rel that no user could replace (refusal, their error): when a user may
 // write that very file and make its attributes the layer's (times aside),
-// both done with its rights, the daemon replaces it with the layer's copy,
-// as an in-place write would have left it (layerrights.go).
+// both done with its rights, the daemon replaces the file with the
+// layer's copy, as an in-place write would have left it (layerrights.go).
+// Else it returns the refusal.
 func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objID, owner uint32, refusal error) (objID, error) {
 	err := r.do(owner, func() error {
 		fd, err := openAt(proj, rel, unix.O_PATH|unix.O_NOFOLLOW)
@@ -946,8 +948,11 @@ func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objI
 // Discard undoes the changes under paths in the layer, through the
 // overlay (changing an upper directory under a mounted overlay is
 // undefined): an added object is removed, a deleted or changed one is
-// copied back from the project. The layer then holds a copy equal to the
-// project there, which Diff no longer lists.
+// copied back from the project (a file of several names there linked
+// again: copyBack). Removals and attribute changes are made with the
+// rights of the session's users, if it has any (layerrights.go). The
+// layer then holds a copy equal to the project there, which Diff no
+// longer lists.
 func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	res := api.LayerResult{Applied: []string{}}
 	changes, err := l.Diff(false)
