@@ -250,8 +250,8 @@ func (d *differ) aliases(want map[objID]objID) error {
 			return nil // not the session's object there
 		}
 		ust, err := lstatBeneath(d.upper, first)
-		if err != nil {
-			return err
+		if err != nil || (objID{ust.Dev, ust.Ino}) != uid || ust.Mode&unix.S_IFMT != lst.Mode&unix.S_IFMT {
+			return nil // renamed or replaced since the walk (a session racing the diff)
 		}
 		li.members[uid] = append(li.members[uid], p)
 		li.proj[p] = objID{lst.Dev, lst.Ino}
