@@ -1038,39 +1038,64 @@ func procState(stat string) byte {
 }
 
 // ServerProcs is the GOMAXPROCS a process that serves FUSE mounts runs with
-// when the GOMAXPROCS environment variable does not say otherwise: a quarter
-// of procs (the runtime's default, which counts the CPUs the process may use
-// and its cgroup's CPU limit), at least 1.
+// when the GOMAXPROCS environment variable does not say otherwise, from
+// procs (the runtime's default, which counts the CPUs the process may use
+// and its cgroup's CPU limit): procs itself when the mounts are served over
+// FUSE over io_uring (ring), else a quarter of procs, at least 1.
 //
-// Why fewer than the CPUs: go-fuse keeps a few goroutines blocked in
-// read(2) on /dev/fuse, each holding its P until sysmon takes the P back,
-// and every request then moves Ps between threads and wakes a spinning
-// thread that finds nothing to do (futex wake-ups and context switches per
-// request). With one P per four CPUs the Go code of the handlers still has
-// room (a few microseconds per request) and far fewer threads are woken:
-// on 2 CPUs an open(2)+close(2) took 42 µs of wall time and 24-25 µs of
-// server CPU with 1 P against 66-86 and 44-58 with 2 Ps
+// Why fewer than the CPUs on /dev/fuse: go-fuse keeps a few goroutines
+// blocked in read(2) on /dev/fuse, each holding its P until sysmon takes
+// the P back, and every request then moves Ps between threads and wakes a
+// spinning thread that finds nothing to do (futex wake-ups and context
+// switches per request). With one P per four CPUs the Go code of the
+// handlers still has room (a few microseconds per request) and far fewer
+// threads are woken: on 2 CPUs an open(2)+close(2) took 42 µs of wall time
+// and 24-25 µs of server CPU with 1 P against 66-86 and 44-58 with 2 Ps
 // (ROUNDTRIP_PROCS="default 2" hack/roundtrip.sh), `ls -lR` and `tar` of a
 // 12k-file tree 1.5 and 2.4 s against 2.4 and 3.0 s (hack/bench.sh), and
-// two to four parallel clients were served no slower. Over FUSE over
-// io_uring (one queue thread per CPU, each taking a P only while it runs
-// Go code) one P served as fast as two: with 20 µs of caller work between
-// calls an open(2)+close(2) took 13.1 µs with 1 P and 15.9 µs with 2, an
-// open+read+fstat+close 15.8 and 16.6 µs, an lgetxattr(2) 6.8 and 6.7 µs
-// (ROUNDTRIP_PROCS="default 2" hack/roundtrip.sh, 2 shared CPUs).
-func ServerProcs(procs int) int { return max(1, procs/4) }
+// two to four parallel clients were served no slower.
+//
+// Why all of them over io_uring: each CPU has its queue thread, pinned to
+// it, which serves the requests of callers on that CPU inline and needs a
+// P to run them. A queue thread waiting in io_uring_enter(2) keeps its P
+// until sysmon takes it (after 20 µs at best, up to 10 ms when sysmon
+// sleeps), so with fewer Ps than CPUs a request arriving on another CPU
+// waits for that: a parallel tool (rg, make -j), or one the scheduler moves
+// between CPUs, is served at the pace of sysmon. With two clients on 2
+// loaded CPUs (ROUNDTRIP_PROCS="1 2" ROUNDTRIP_CLIENTS=2 hack/roundtrip.sh,
+// 20 µs of caller work between calls) a statfs(2) took 75-83 µs of wall
+// time with 1 P and 33-42 µs with 2, an lgetxattr(2) 66-78 against 40-43,
+// an open+close 135-138 against 82-84, an open+read+fstat+close 166-193
+// against 123-124, for the same server CPU; one client 37-82 against 30-44
+// µs (statfs, lgetxattr) and 66 against 62-65 (open+close). The price is
+// paid where requests come from one CPU and the server gets much else to
+// do: FORGETs and the watcher's events, read on /dev/fuse and inotify, are
+// then handled on the idle P at once rather than in batches, which cost a
+// delete of 5,000 files about a fifth more server CPU.
+func ServerProcs(procs int, ring bool) int {
+	if ring {
+		return max(1, procs)
+	}
+	return max(1, procs/4)
+}
 
 // TuneProcs sets runtime.GOMAXPROCS to ServerProcs of the runtime's default
-// unless the environment sets GOMAXPROCS, and returns the value in force.
-// `wsfs mount` (one session) calls it once at start; `wsfs serve` and
-// `wsfs csi`, which serve many sessions and their API from one process,
-// keep the runtime's default (not measured with fewer Ps; GOMAXPROCS
-// sets it).
-func TuneProcs() int {
+// for mounts made with transport mode (transport.Resolve'd: "" is the
+// environment's choice, else auto), served over io_uring when mode is not
+// Dev and the kernel's parameter is on (transport.KernelURing), unless the
+// environment sets GOMAXPROCS, and returns the value in force. `wsfs
+// mount` (one session) calls it once at start; `wsfs serve` and `wsfs
+// csi`, which serve many sessions and their API from one process, keep the
+// runtime's default (not measured with fewer Ps; GOMAXPROCS sets it).
+func TuneProcs(mode transport.Mode) int {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return runtime.GOMAXPROCS(0)
 	}
-	n := ServerProcs(runtime.GOMAXPROCS(0))
+	ring := false
+	if m, err := transport.Resolve(mode); err == nil && m != transport.Dev {
+		_, ring = transport.KernelURing()
+	}
+	n := ServerProcs(runtime.GOMAXPROCS(0), ring)
 	runtime.GOMAXPROCS(n)
 	return n
 }
