@@ -1058,20 +1058,25 @@ func procState(stat string) byte {
 // Why all of them over io_uring: each CPU has its queue thread, pinned to
 // it, which serves the requests of callers on that CPU inline and needs a
 // P to run them. A queue thread waiting in io_uring_enter(2) keeps its P
-// until sysmon takes it (after 20 µs at best, up to 10 ms when sysmon
-// sleeps), so with fewer Ps than CPUs a request arriving on another CPU
-// waits for that: a parallel tool (rg, make -j), or one the scheduler moves
-// between CPUs, is served at the pace of sysmon. With two clients on 2
-// loaded CPUs (ROUNDTRIP_PROCS="1 2" ROUNDTRIP_CLIENTS=2 hack/roundtrip.sh,
-// 20 µs of caller work between calls) a statfs(2) took 75-83 µs of wall
-// time with 1 P and 33-42 µs with 2, an lgetxattr(2) 66-78 against 40-43,
-// an open+close 135-138 against 82-84, an open+read+fstat+close 166-193
-// against 123-124, for the same server CPU; one client 37-82 against 30-44
-// µs (statfs, lgetxattr) and 66 against 62-65 (open+close). The price is
-// paid where requests come from one CPU and the server gets much else to
-// do: FORGETs and the watcher's events, read on /dev/fuse and inotify, are
-// then handled on the idle P at once rather than in batches, which cost a
-// delete of 5,000 files about a fifth more server CPU.
+// until sysmon takes it, so with fewer Ps than CPUs a request arriving on
+// another CPU waits for sysmon (20 µs at best, up to 10 ms when sysmon
+// sleeps): a parallel tool (rg, make -j), or one the scheduler moves
+// between CPUs, is served at sysmon's pace. With two clients on 2 CPUs
+// (ROUNDTRIP_PROCS="1 2" ROUNDTRIP_CLIENTS="1 2" hack/roundtrip.sh, 20 µs
+// of caller work between calls) a statfs(2) took 62-67 µs of wall time
+// with 1 P and 26 with 2, an lgetxattr(2) 56-57 against 24-27, an
+// open+close 92-94 against 55-58, an open+read+fstat+close 131-133 against
+// 68-75, for the same server CPU; one client 20-63 µs either way. Whole
+// workloads (a 12k-file tree, 1 P against 2, median of 5 interleaved runs
+// on 2 loaded CPUs): `rg -uu` 1.46 against 0.74 s (server CPU 0.80
+// against 0.66), `ls -lR` 1.48 against 1.21 s, create 5k 2.34 against
+// 2.02 s. The price is paid where requests come from one CPU and the
+// server gets much else to do: FORGETs and the watcher's events, read on
+// /dev/fuse and inotify, are handled on the second P at once rather than
+// in batches, which costs a delete of 5,000 files more server CPU (0.69 s
+// against 0.56) while its wall time is no longer (0.61 against 0.66 s).
+// A third P (one idle while both queue threads wait, which keeps sysmon
+// from taking theirs every 20 µs) measured no better overall.
 func ServerProcs(procs int, ring bool) int {
 	if ring {
 		return max(1, procs)
