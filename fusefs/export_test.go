@@ -82,3 +82,7 @@ func SessionWatches(session string) int {
 	}
 	return 0
 }
+
+// MaskHandoffs returns how many creates were handed to a pool thread for
+// the caller's umask (umask.go).
+func MaskHandoffs() int64 { return maskHandoffs.Load() }

@@ -1078,39 +1078,69 @@ func procState(stat string) byte {
 }
 
 // ServerProcs is the GOMAXPROCS a process that serves FUSE mounts runs with
-// when the GOMAXPROCS environment variable does not say otherwise: a quarter
-// of procs (the runtime's default, which counts the CPUs the process may use
-// and its cgroup's CPU limit), at least 1.
+// when the GOMAXPROCS environment variable does not say otherwise, from
+// procs (the runtime's default, which counts the CPUs the process may use
+// and its cgroup's CPU limit): procs itself when the mounts are served over
+// FUSE over io_uring (ring), else a quarter of procs, at least 1.
 //
-// Why fewer than the CPUs: go-fuse keeps a few goroutines blocked in
-// read(2) on /dev/fuse, each holding its P until sysmon takes the P back,
-// and every request then moves Ps between threads and wakes a spinning
-// thread that finds nothing to do (futex wake-ups and context switches per
-// request). With one P per four CPUs the Go code of the handlers still has
-// room (a few microseconds per request) and far fewer threads are woken:
-// on 2 CPUs an open(2)+close(2) took 42 µs of wall time and 24-25 µs of
-// server CPU with 1 P against 66-86 and 44-58 with 2 Ps
+// Why fewer than the CPUs on /dev/fuse: go-fuse keeps a few goroutines
+// blocked in read(2) on /dev/fuse, each holding its P until sysmon takes
+// the P back, and every request then moves Ps between threads and wakes a
+// spinning thread that finds nothing to do (futex wake-ups and context
+// switches per request). With one P per four CPUs the Go code of the
+// handlers still has room (a few microseconds per request) and far fewer
+// threads are woken: on 2 CPUs an open(2)+close(2) took 42 µs of wall time
+// and 24-25 µs of server CPU with 1 P against 66-86 and 44-58 with 2 Ps
 // (ROUNDTRIP_PROCS="default 2" hack/roundtrip.sh), `ls -lR` and `tar` of a
 // 12k-file tree 1.5 and 2.4 s against 2.4 and 3.0 s (hack/bench.sh), and
-// two to four parallel clients were served no slower. Over FUSE over
-// io_uring (one queue thread per CPU, each taking a P only while it runs
-// Go code) one P served as fast as two: with 20 µs of caller work between
-// calls an open(2)+close(2) took 13.1 µs with 1 P and 15.9 µs with 2, an
-// open+read+fstat+close 15.8 and 16.6 µs, an lgetxattr(2) 6.8 and 6.7 µs
-// (ROUNDTRIP_PROCS="default 2" hack/roundtrip.sh, 2 shared CPUs).
-func ServerProcs(procs int) int { return max(1, procs/4) }
+// two to four parallel clients were served no slower.
+//
+// Why all of them over io_uring: each CPU has its queue thread, pinned to
+// it, which serves the requests of callers on that CPU inline and needs a
+// P to run them. A queue thread waiting in io_uring_enter(2) keeps its P
+// until sysmon takes it, so with fewer Ps than CPUs a request arriving on
+// another CPU waits for sysmon (20 µs at best, up to 10 ms when sysmon
+// sleeps): a parallel tool (rg, make -j), or one the scheduler moves
+// between CPUs, is served at sysmon's pace. With two clients on 2 CPUs
+// (ROUNDTRIP_PROCS="1 2" ROUNDTRIP_CLIENTS="1 2" hack/roundtrip.sh, 20 µs
+// of caller work between calls) a statfs(2) took 62-67 µs of wall time
+// with 1 P and 26 with 2, an lgetxattr(2) 56-57 against 24-27, an
+// open+close 92-94 against 55-58, an open+read+fstat+close 131-133 against
+// 68-75, for the same server CPU; one client 20-63 µs either way. Whole
+// workloads (a 12k-file tree, 1 P against 2, median of 5 interleaved runs
+// on 2 loaded CPUs): `rg -uu` 1.46 against 0.74 s (server CPU 0.80
+// against 0.66), `ls -lR` 1.48 against 1.21 s, create 5k 2.34 against
+// 2.02 s. The price is paid where requests come from one CPU and the
+// server gets much else to do: FORGETs and the watcher's events, read on
+// /dev/fuse and inotify, are handled on the second P at once rather than
+// in batches, which costs a delete of 5,000 files more server CPU (0.69 s
+// against 0.56) while its wall time is no longer (0.61 against 0.66 s).
+// A third P (one idle while both queue threads wait, which keeps sysmon
+// from taking theirs every 20 µs) measured no better overall.
+func ServerProcs(procs int, ring bool) int {
+	if ring {
+		return max(1, procs)
+	}
+	return max(1, procs/4)
+}
 
 // TuneProcs sets runtime.GOMAXPROCS to ServerProcs of the runtime's default
-// unless the environment sets GOMAXPROCS, and returns the value in force.
-// `wsfs mount` (one session) calls it once at start; `wsfs serve` and
-// `wsfs csi`, which serve many sessions and their API from one process,
-// keep the runtime's default (not measured with fewer Ps; GOMAXPROCS
-// sets it).
-func TuneProcs() int {
+// for mounts made with transport mode (transport.Resolve'd: "" is the
+// environment's choice, else auto), served over io_uring when mode is not
+// Dev and the kernel's parameter is on (transport.KernelURing), unless the
+// environment sets GOMAXPROCS, and returns the value in force. `wsfs
+// mount` (one session) calls it once at start; `wsfs serve` and `wsfs
+// csi`, which serve many sessions and their API from one process, keep the
+// runtime's default (not measured with fewer Ps; GOMAXPROCS sets it).
+func TuneProcs(mode transport.Mode) int {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return runtime.GOMAXPROCS(0)
 	}
-	n := ServerProcs(runtime.GOMAXPROCS(0))
+	ring := false
+	if m, err := transport.Resolve(mode); err == nil && m != transport.Dev {
+		_, ring = transport.KernelURing()
+	}
+	n := ServerProcs(runtime.GOMAXPROCS(0), ring)
 	runtime.GOMAXPROCS(n)
 	return n
 }

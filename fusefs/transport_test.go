@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsfs/wsfs/fusefs"
 	"github.com/wsfs/wsfs/transport"
 )
 
@@ -42,6 +43,37 @@ func TestRingServesSession(t *testing.T) {
 	}
 	if after := srv.RingRequests(); after <= before {
 		t.Fatalf("RingRequests: %d before the workload, %d after: nothing came through the ring", before, after)
+	}
+}
+
+// TestRingCreatesWithUmaskOnQueueThread: objects created through the mount
+// with the caller's umask get exactly the mode ext4 gives them over either
+// transport; over io_uring the server sets the umask on the queue thread
+// that serves the create (transport.OnQueueThread), handing no create to
+// a pool thread, where /dev/fuse's requests are handed to one each.
+func TestRingCreatesWithUmaskOnQueueThread(t *testing.T) {
+	backing, mnt, srv := mountT(t)
+	before := fusefs.MaskHandoffs()
+	got := shOK(t, mnt, "umask 027 && touch f && mkdir d && mkfifo p && stat -c '%n %04a' f d p")
+	if want := "f 0640\nd 0750\np 0640\n"; got != want {
+		t.Fatalf("modes through the mount: %q, want %q", got, want)
+	}
+	for name, want := range map[string]uint32{"f": 0o640, "d": 0o750, "p": 0o640} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(backing, name), &st); err != nil || st.Mode&0o7777 != want {
+			t.Fatalf("backing %s: mode %04o (%v), want %04o", name, st.Mode&0o7777, err, want)
+		}
+	}
+	handed := fusefs.MaskHandoffs() - before
+	switch srv.Transport() {
+	case transport.NameURing:
+		if handed != 0 {
+			t.Fatalf("over io_uring: %d creates handed to a pool thread, want 0", handed)
+		}
+	default:
+		if handed != 3 {
+			t.Fatalf("over %s: %d creates handed to a pool thread, want 3", srv.Transport(), handed)
+		}
 	}
 }
 

@@ -5,9 +5,12 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/wsfs/wsfs/transport"
 )
 
 // The caller's umask (DESIGN.md, "Owners"; issue 20 item 15). The server
@@ -29,9 +32,12 @@ import (
 // no other work runs there: each sets the umask, and the caller's
 // identity when it differs from the server's (owner.go), makes the object
 // and puts both back. A thread that could not put its identity back ends
-// with its goroutine. Where unshare is refused, the server masks the mode
-// itself (mode &^ umask: right except under a default ACL) and says so in
-// the log once.
+// with its goroutine. A request served on a ring's queue thread, which has
+// a file system context of its own already (transport.OnQueueThread), sets
+// the umask there itself when the identity is the server's: a hand-off to
+// a pool thread and back costs two thread switches and futex wake-ups per
+// create. Where unshare is refused, the server masks the mode itself (mode
+// &^ umask: right except under a default ACL) and says so in the log once.
 
 // umask returns the permission bits of the umask the request in ctx
 // carries for the server to apply: 0 when none (the request creates
@@ -96,6 +102,15 @@ func startMaskThread() *maskThread {
 // create is passed the bits it must clear from the mode itself: 0, or umask
 // on the fallback path (no thread of its own).
 func withUmask(umask uint32, c *fuse.Caller, groups []int, create func(mask uint32) error) error {
+	if c == nil && transport.OnQueueThread() {
+		// A ring's queue thread has a file system context of its own:
+		// the umask is set right here for this create, with no hand-off
+		// to a pool thread and back.
+		old := unix.Umask(int(umask))
+		err := create(0)
+		unix.Umask(old)
+		return err
+	}
 	maskPool.Lock()
 	var t *maskThread
 	if n := len(maskPool.idle); n > 0 {
@@ -125,6 +140,7 @@ func withUmask(umask uint32, c *fuse.Caller, groups []int, create func(mask uint
 	var err error
 	kept := true
 	done := make(chan struct{})
+	maskHandoffs.Add(1)
 	t.jobs <- func() bool {
 		defer close(done)
 		if c != nil {
@@ -158,3 +174,6 @@ func withUmask(umask uint32, c *fuse.Caller, groups []int, create func(mask uint
 }
 
 var umaskLogOnce sync.Once
+
+// maskHandoffs counts the creates handed to a pool thread (tests).
+var maskHandoffs atomic.Int64

@@ -67,14 +67,10 @@ done
 }
 
 # The differences known between the native run's result and the project
-# after commit, as treesnap cmp prints them (prefixes): hard links the
-# session made are committed as separate files (README, "Layers"). A known
-# difference that no longer shows fails the check: remove it here once
-# commit links them.
-known_commit=(
-	'"hard": ln: "hard" -> -'
-	'"keep": ln: "hard" -> -'
-)
+# after commit, as treesnap cmp prints them (prefixes); none now (hard
+# links the session made are committed linked). A known difference that no
+# longer shows fails the check.
+known_commit=()
 # The same for the mtimes of regular files, the session's before commit
 # against the project's after: a file rewritten with equal content is no
 # change (README, "Layers": Diff compares content, mode, owner, xattrs), so

@@ -21,6 +21,9 @@
 # ROUNDTRIP_THINK ("0 20") lists the microseconds of busy computation
 # between two round trips (0: a tight loop; 20: about what `ls -l` spends on
 # an entry, which lets an idle CPU go to sleep between requests).
+# ROUNDTRIP_CLIENTS ("1") lists how many clients make the round trips at
+# once, each a thread pinned to its own CPU (hack/roundtrip's CLIENTS): 2
+# on 2 CPUs is a parallel tool, or one that moves between CPUs.
 # ROUNDTRIP_ROUNDS (2) rounds, configurations in turn within each.
 # Everything is made under a fresh directory below ROUNDTRIP_TMPDIR
 # (/var/tmp) and unmounted by exact path on exit.
@@ -30,6 +33,7 @@ N=${ROUNDTRIP_N:-20000}
 ROUNDS=${ROUNDTRIP_ROUNDS:-2}
 read -r -a PROCS <<<"${ROUNDTRIP_PROCS:-default}"
 read -r -a THINK <<<"${ROUNDTRIP_THINK:-0 20}"
+read -r -a CLIENTS <<<"${ROUNDTRIP_CLIENTS:-1}"
 read -r -a TRANSPORTS <<<"${ROUNDTRIP_TRANSPORTS:-dev io-uring}"
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -107,12 +111,14 @@ CONFIGS+=(overlay)
 file() { if [ "$1" = overlay ]; then echo "$TMP/ovl/mnt/f"; else echo "$TMP/$1/mnt/f"; fi; }
 
 echo "### FUSE round trips: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $N per line"
-for think in "${THINK[@]}"; do
-	for kind in statfs getxattr open openread; do
-		for ((r = 1; r <= ROUNDS; r++)); do
-			for c in "${CONFIGS[@]}"; do
-				printf '%-14s ' "$c"
-				"$TMP/roundtrip" "$kind" "$(file "$c")" "$N" "${PID[$c]}" "$think"
+for clients in "${CLIENTS[@]}"; do
+	for think in "${THINK[@]}"; do
+		for kind in statfs getxattr open openread; do
+			for ((r = 1; r <= ROUNDS; r++)); do
+				for c in "${CONFIGS[@]}"; do
+					printf '%-14s ' "$c"
+					"$TMP/roundtrip" "$kind" "$(file "$c")" "$N" "${PID[$c]}" "$think" "$clients"
+				done
 			done
 		done
 	done

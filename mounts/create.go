@@ -452,6 +452,8 @@ func (c *creation) makeLayer(ctx context.Context) error {
 		os.RemoveAll(dir)
 		return errorf(CodeInvalid, "session %q: %v", c.id, err)
 	}
+	// Its verbs act with the users' rights (layerrights.go).
+	l.Users = slices.Clone(c.spec.Users)
 	c.layer = l
 	c.undo = append(c.undo, func() {
 		if err := l.Remove(); err != nil {

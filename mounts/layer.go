@@ -59,6 +59,11 @@ type Layer struct {
 	Dir string
 	// Lower is the project's canonical physical directory.
 	Lower string
+	// Users, when not empty, are the uids of the session's users (a
+	// session created with --users): commit and discard act with their
+	// rights on what the session can reach (layerrights.go), never with
+	// the daemon's. Empty: the daemon's own (a root-only session).
+	Users []uint32
 
 	mu   sync.Mutex
 	seen map[string]bool // relative paths with a baseline record

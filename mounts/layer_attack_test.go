@@ -123,8 +123,9 @@ func racer(t *testing.T, dir, prefix, victim string, exchange bool) (stop func()
 }
 
 // The attack on commit: the project's directory belongs to the session's
-// user, who renames a symlink to a root-owned host file over every name
-// the daemon makes beside the file it commits. The daemon gives the file
+// user (65534, served by the session), who writes a setuid file through
+// its mount and renames a symlink to a root-owned host file over every
+// name the daemon makes beside the file it commits. The daemon gives the file
 // its attributes through its own descriptor, in a private directory no one
 // else can write: the host file keeps its mode (it became -rwsrwxrwx), the
 // commit applies the file whole (mode 4777, 2 MB) and leaves no private
@@ -142,12 +143,16 @@ func TestLayerCommitSymlinkRace(t *testing.T) {
 		}
 	}
 	victim := victimFile(t, dir)
-	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "L", Root: root, Layer: true, Users: []uint32{65534}, Policy: &api.Policy{Mode: "full-access"}}); err != nil {
+	s, err := d.c.Create(ctx, api.CreateRequest{ID: "L", Root: root, Layer: true, Users: []uint32{65534}, Policy: &api.Policy{Mode: "full-access"}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	openUpDirs(t, d.mountBase)
 	for round, exchange := range []bool{false, true} {
 		name := "d/big" + strings.Repeat("x", round)
-		if r := d.exec(t, "L", nil, "bash", "-c", "head -c 2M /dev/zero > "+name+" && chmod 4777 "+name); r.code != 0 {
+		// The session's user writes it through its mount (a commit acts
+		// with its rights).
+		if r := asUID(t, 65534, "cd "+s.Mountpoint+" && head -c 2M /dev/zero > "+name+" && chmod 4777 "+name); r.code != 0 {
 			t.Fatalf("layer write: %+v", r)
 		}
 		stop := racer(t, filepath.Join(root, "d"), ".wsfs-commit-", victim, exchange)
@@ -161,6 +166,10 @@ func TestLayerCommitSymlinkRace(t *testing.T) {
 		}
 		if got := modeOf(t, filepath.Join(root, name)); got != unix.S_IFREG|unix.S_ISUID|0o777 {
 			t.Fatalf("exchange=%v: %s has mode %o, want 104777", exchange, name, got)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(root, name), &st); err != nil || st.Uid != 65534 || st.Gid != 65534 {
+			t.Fatalf("exchange=%v: %s is %d:%d (%v), want 65534's", exchange, name, st.Uid, st.Gid, err)
 		}
 		if fi, err := os.Lstat(filepath.Join(root, name)); err != nil || fi.Size() != 2<<20 {
 			t.Fatalf("exchange=%v: %s: %v %v, want 2 MiB", exchange, name, fi, err)

@@ -21,11 +21,14 @@ import (
 )
 
 // treeSnap describes every object below root except the root's own
-// times: type, mode, owner, content digest or link text, user xattrs.
-// Hard links and inode numbers are left out (a commit writes each path).
+// times: type, mode, owner, content digest or link text, user xattrs, and
+// for a file of several links its link count and its first path (which
+// names are one file; inode numbers are left out: a commit writes each
+// file anew).
 func treeSnap(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
+	first := map[uint64]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -49,6 +52,12 @@ func treeSnap(t *testing.T, root string) map[string]string {
 				return err
 			}
 			desc += " link=" + text
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
+			if _, ok := first[st.Ino]; !ok {
+				first[st.Ino] = rel
+			}
+			desc += fmt.Sprintf(" nlink=%d first=%s", st.Nlink, first[st.Ino])
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 			buf := make([]byte, 4096)
@@ -190,7 +199,7 @@ func TestLayerLeavesProjectAndCommits(t *testing.T) {
 	}
 	// The unified diff of a text file.
 	r = d.wsfs(t, "session", "diff", "l1", "keep")
-	if wantOut := "M keep (file: content)\n--- a/keep\n+++ b/keep\n@@ -1 +1 @@\n-keep\n\\ No newline at end of file\n+keepappended\n"; r.code != 0 || r.stdout != wantOut {
+	if wantOut := "M keep (file: content) linked with hard\n--- a/keep\n+++ b/keep\n@@ -1 +1 @@\n-keep\n\\ No newline at end of file\n+keepappended\n"; r.code != 0 || r.stdout != wantOut {
 		t.Fatalf("diff keep: %+v\nwant %q", r, wantOut)
 	}
 

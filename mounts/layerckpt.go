@@ -666,7 +666,7 @@ func (l *Layer) Rollback(name string) (api.RollbackResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
 	}
-	r := &roller{view: view, merged: merged, sl: sl, res: &res, now: originsOf(cur), then: originsOf(then)}
+	r := &roller{view: view, merged: merged, sl: sl, res: &res, now: originsOf(cur), then: originsOf(then), rights: l.rights()}
 	paths := map[string]bool{".": true}
 	deep := map[string]bool{}
 	for _, c := range append(cur, then...) {
@@ -739,55 +739,37 @@ type roller struct {
 	// now and then are the origins of the directories made or renamed
 	// in the merged overlay and in the checkpoint (originsOf).
 	now, then map[string]string
-	links     map[objID]string // a view object of several links → the path it was put at
+	links     map[objID]placed // a view object of several links → where it was put
+	// rights are the session users' (layerrights.go): what the rollback
+	// removes, renames or changes in the merged overlay is what they
+	// could; the checkpoint's objects are copied by the daemon.
+	rights rights
 }
 
 // put copies the view's object at rel (vst) to the merged overlay
 // (putAt; with tree, a directory's whole tree), or, for a file of several
 // links in the view of which this rollback put another name already, links
-// that copy there, so that the checkpoint's hard links stay linked.
+// that copy there (linkAt), so that the checkpoint's hard links stay
+// linked.
 func (r *roller) put(rel string, vst *unix.Stat_t, tree bool) error {
 	if vst.Mode&unix.S_IFMT == unix.S_IFDIR || vst.Nlink < 2 {
 		return putAt(r.view, r.merged, r.sl, rel, tree, "", objID{})
 	}
 	id := objID{vst.Dev, vst.Ino}
 	if first, ok := r.links[id]; ok {
-		if err := r.linkTo(first, rel); err == nil {
+		if err := linkAt(r.merged, r.sl, first, rel, objID{}); err == nil {
 			return nil
 		}
 	}
-	if err := putAt(r.view, r.merged, r.sl, rel, tree, "", objID{}); err != nil {
+	got, err := putObj(r.view, r.merged, r.sl, rel, tree, "", objID{})
+	if err != nil {
 		return err
 	}
 	if r.links == nil {
-		r.links = map[objID]string{}
+		r.links = map[objID]placed{}
 	}
-	r.links[id] = rel
+	r.links[id] = placed{rel, got}
 	return nil
-}
-
-// linkTo makes rel in the merged overlay a hard link of its object at
-// first: linked in a private directory beside rel and renamed over it.
-func (r *roller) linkTo(first, rel string) error {
-	fpd, fname, err := parentAt(r.merged, first)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fpd)
-	pd, name, err := parentAt(r.merged, rel)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(pd)
-	return inStage(pd, r.sl.in(filepath.Dir(rel)), func(s *stage) error {
-		if err := unix.Linkat(fpd, fname, s.fd, "o", 0); err != nil {
-			if err == unix.ENOENT {
-				return errStageLost
-			}
-			return err
-		}
-		return unix.Renameat2(s.fd, "o", pd, name, 0)
-	})
 }
 
 // originsOf returns, per directory path that changes lists as made anew
@@ -844,10 +826,10 @@ func (r *roller) renames(then, cur []api.Change) {
 		if src == "" || identity.Within(c.Path, src) || identity.Within(src, c.Path) {
 			continue // nothing to rename, or one inside the other
 		}
-		if err := removeAllAt(r.merged, c.Path, objID{}); err != nil {
+		if err := removeNonDirAs(r.rights, r.merged, c.Path, objID{}); err != nil {
 			continue
 		}
-		if err := renameAt(r.merged, src, c.Path); err != nil {
+		if err := r.rights.do(ownerAt(r.merged, src), func() error { return renameAt(r.merged, src, c.Path) }); err != nil {
 			continue
 		}
 		delete(r.now, src)
@@ -924,11 +906,14 @@ func (r *roller) path(rel string, deep bool) bool {
 		return refuse(err)
 	}
 	applied := func() { r.res.Applied = append(r.res.Applied, rel) }
+	if layerActing != nil && (vok || mok) {
+		layerActing(rel)
+	}
 	switch {
 	case !vok && !mok:
 		return true
 	case !vok:
-		if err := removeAllAt(r.merged, rel, objID{}); err != nil {
+		if err := removeNonDirAs(r.rights, r.merged, rel, objID{}); err != nil {
 			return refuse(err)
 		}
 		applied()
@@ -941,7 +926,7 @@ func (r *roller) path(rel string, deep bool) bool {
 			return refuse(errors.New("the root is of another type"))
 		}
 		if mok {
-			if err := removeAllAt(r.merged, rel, objID{}); err != nil {
+			if err := removeNonDirAs(r.rights, r.merged, rel, objID{}); err != nil {
 				return refuse(err)
 			}
 		}
@@ -959,7 +944,7 @@ func (r *roller) path(rel string, deep bool) bool {
 	case content:
 		err = r.put(rel, &vst, false)
 	case meta:
-		err = metaAt(r.view, r.merged, rel, objID{})
+		err = r.rights.do(mst.Uid, func() error { return metaAt(r.view, r.merged, rel, objID{}) })
 	}
 	if err != nil {
 		return refuse(err)

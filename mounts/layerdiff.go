@@ -82,22 +82,30 @@ func (l *Layer) DiffUnder(ctx context.Context, paths []string, text bool) ([]api
 // objID is an object's device and inode number.
 type objID struct{ dev, ino uint64 }
 
-// diff is Diff, with the identity of the project's object at each deleted
-// path, each path where a non-directory replaces it (what a commit may
-// remove there), each modified path (the only object a commit may change
-// there) and each renamed directory whose own attributes changed (its
-// origin: the only object a commit may give them).
-func (l *Layer) diff(text bool) ([]api.Change, map[string]objID, error) {
+// diffInfo is what a commit needs of a diff besides its changes.
+type diffInfo struct {
+	// deleted holds the identity of the project's object at each deleted
+	// path, each path where a non-directory replaces it (what a commit
+	// may remove there), each modified path (the only object a commit
+	// may change there) and each renamed directory whose own attributes
+	// changed (its origin: the only object a commit may give them).
+	deleted map[string]objID
+	// li holds the session's hard links (layerlinks.go).
+	li linkInfo
+}
+
+// diff is Diff, with the diffInfo a commit needs.
+func (l *Layer) diff(text bool) ([]api.Change, *diffInfo, error) {
 	return l.diffWith(context.Background(), nil, text)
 }
 
 // diffWith is diff with DiffUnder's paths and ctx.
-func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]api.Change, map[string]objID, error) {
+func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]api.Change, *diffInfo, error) {
 	base, err := readBaseline(filepath.Join(l.Dir, layerBaseline))
 	if err != nil {
 		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
 	}
-	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}}
+	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}, withLinks: true, gone: map[string]string{}}
 	if err := d.run(); err != nil {
 		return nil, nil, err
 	}
@@ -106,7 +114,7 @@ func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]
 			d.out[i].Conflict = why
 		}
 	}
-	return d.out, d.deleted, nil
+	return d.out, &diffInfo{deleted: d.deleted, li: d.li}, nil
 }
 
 // changesOf lists what the upper directory upper (the layer's own, or a
@@ -115,7 +123,7 @@ func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]
 // is listed wherever it differs from the project (more paths than Diff,
 // never fewer), and without conflicts or unified diffs.
 func (l *Layer) changesOf(upper string) ([]api.Change, error) {
-	d := &differ{l: l, upper: upper, base: map[string]baseRec{}, ctx: context.Background(), deleted: map[string]objID{}}
+	d := &differ{l: l, upper: upper, base: map[string]baseRec{}, ctx: context.Background(), deleted: map[string]objID{}, gone: map[string]string{}}
 	if err := d.run(); err != nil {
 		return nil, err
 	}
@@ -143,8 +151,22 @@ func (d *differ) run() error {
 	if fields, _, _ := d.compare(".", ".", ust, lst); len(fields) > 0 {
 		d.out = append(d.out, api.Change{Path: ".", Kind: ChangeModified, Type: "dir", Fields: fields})
 	}
+	if d.withLinks {
+		if d.lread, err = unix.Open(l.Lower, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("layer %q: diff: project %s: %s", l.Dir, l.Lower, identity.ErrnoText(err))
+		}
+		defer unix.Close(d.lread)
+	}
 	if err := d.walk("", "", true, false); err != nil {
 		return fmt.Errorf("layer %q: diff: %s", l.Dir, identity.ErrnoText(err))
+	}
+	if d.withLinks {
+		if err := d.links(); err != nil {
+			return fmt.Errorf("layer %q: diff: hard links: %s", l.Dir, identity.ErrnoText(err))
+		}
+		if err := d.fileRenames(); err != nil {
+			return fmt.Errorf("layer %q: diff: renamed files: %s", l.Dir, identity.ErrnoText(err))
+		}
 	}
 	sortChanges(d.out)
 	return nil
@@ -173,6 +195,12 @@ type differ struct {
 	base         map[string]baseRec
 	ctx          context.Context
 	textUnder    []string // unified diffs only below these (none: all)
+	// withLinks: find the session's hard links (layerlinks.go) into li,
+	// reading the project by handle through lread (its root, O_RDONLY).
+	withLinks bool
+	li        linkInfo
+	lread     int
+	gone      map[string]string // a deleted path → its project path
 }
 
 // walk compares the upper directory urel with the project's directory lrel
@@ -209,6 +237,11 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			// tree removed and made again equal is no change.
 			lst, _ = lstatBeneath(d.l.Lower, lp)
 		}
+		if d.withLinks && ust.Nlink > 1 && ust.Mode&unix.S_IFMT != unix.S_IFDIR && !isWhiteout(&ust) {
+			// Maybe one of several names of one file (an indexed copy-up
+			// has a link in the index too).
+			d.member(ufd, name, up, &ust, lst)
+		}
 		if ust.Mode&unix.S_IFMT != unix.S_IFDIR && committedCopy(d.base, up, &ust) {
 			// The copy a commit applied, unchanged since: a
 			// difference is the host's.
@@ -218,6 +251,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 			if lst != nil {
 				d.out = append(d.out, api.Change{Path: up, Kind: ChangeDeleted, Type: typeName(lst.Mode)})
 				d.deleted[up] = objID{lst.Dev, lst.Ino}
+				d.gone[up] = lp
 			}
 			continue
 		}
@@ -263,6 +297,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 				if st, err := lstatBeneath(d.l.Lower, relJoin(lrel, name)); err == nil {
 					d.out = append(d.out, api.Change{Path: relJoin(urel, name), Kind: ChangeDeleted, Type: typeName(st.Mode)})
 					d.deleted[relJoin(urel, name)] = objID{st.Dev, st.Ino}
+					d.gone[relJoin(urel, name)] = relJoin(lrel, name)
 				}
 			}
 		}
@@ -664,21 +699,25 @@ func opOf(c api.Change) policy.Op {
 }
 
 // Commit applies the changes under paths to the project: first every
-// change but deletions, parents first, then the deletions, deepest first
-// (so that a directory the session renamed is still there to be renamed);
-// each checked with decide (the session's policy now), a conflict (the
-// project changed there since the session's first write) refused unless
-// force, each file made in a private directory beside its target and renamed over it, a
-// directory made before what lies in it. A directory the session renamed
-// is renamed in the project (both its paths must be in paths), so that
-// what the session left untouched in it stays the project's. A path not
-// applied stays in the layer; what lies below a refused directory is
-// refused with it. After a path is applied the project and the layer agree
+// change but deletions, parents first, then the deletions, deepest
+// first (so that a directory the session renamed is still there to be
+// renamed); each checked with decide (the session's policy now), a
+// conflict (the project changed there since the session's first write)
+// refused unless force, each file made in a private directory beside
+// its target and renamed over it, a directory made before what lies in
+// it, a further name of a file linked to the first (layerlinks.go). A
+// directory the session renamed is renamed in the project (both its
+// paths must be in paths), so that what the session left untouched in
+// it stays the project's; a file too when both its paths are (else it
+// is copied). The file system work is done with the rights of the
+// session's users, if it has any (layerrights.go). A path not applied
+// stays in the layer; what lies below a refused directory is refused
+// with it. After a path is applied the project and the layer agree
 // there (the layer keeps its copy, which Diff no longer lists) and its
 // baseline is the project's new state.
 func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerResult, error) {
 	res := api.LayerResult{Applied: []string{}}
-	changes, deleted, err := l.diff(false)
+	changes, info, err := l.diff(false)
 	if err != nil {
 		return res, err
 	}
@@ -696,14 +735,18 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
 	}
+	r := l.rights()
 	// endStages at the end, not deferred: a verb stopped midway leaves
 	// its stages to the next verb or a recovery, as a crash does.
-	renamedTo := map[string]string{} // a renamed directory's origin → its path
+	// A renamed directory's origin → its path; a renamed file's when both
+	// of its paths are committed (else the file is committed as a copy).
+	renamedTo := map[string]string{}
 	for _, c := range changes {
-		if c.Kind == ChangeRenamed {
+		if c.Kind == ChangeRenamed && (c.Type == "dir" || within(c.Path, paths) && within(c.From, paths)) {
 			renamedTo[c.From] = c.Path
 		}
 	}
+	lk := newLinker(changes, info.li)
 	moved := map[string]bool{} // origins renamed in the project
 	var skipped []string       // paths left: what lies below is left too
 	leave := func(list *[]api.PathError, p, why string) {
@@ -729,14 +772,33 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 		if c.Kind == ChangeDeleted || !within(c.Path, paths) || !check(c) {
 			continue
 		}
+		if layerActing != nil {
+			layerActing(c.Path)
+		}
 		var err error
-		if c.Kind == ChangeRenamed {
-			err = l.commitRename(proj, merged, c, deleted[c.Path], paths, decide, force)
+		if c.Kind == ChangeRenamed && renamedTo[c.From] == c.Path {
+			was := info.deleted[c.From]
+			if was == (objID{}) {
+				// A directory whose own attributes changed: its
+				// origin's identity, recorded at its new path.
+				was = info.deleted[c.Path]
+			}
+			err = l.commitRename(r, proj, merged, c, paths, decide, force, was)
 			if err == nil {
 				moved[c.From] = true
+				if c.Type != "dir" {
+					lk.put(c.Path, info.deleted[c.From])
+				}
 			}
+		} else if first, ok := lk.target(c.Path); ok {
+			// Another name of the file in the project already.
+			err = r.do(ownerAt(merged, c.Path), func() error { return linkAt(proj, sl, first, c.Path, info.deleted[c.Path]) })
 		} else {
-			err = l.apply(proj, merged, sl, c, deleted[c.Path])
+			var id objID
+			id, err = l.apply(r, proj, merged, sl, c, info.deleted[c.Path])
+			if err == nil {
+				lk.put(c.Path, id)
+			}
 		}
 		if err == nil && c.Type == "dir" {
 			err = l.clearOpaque(c.Path)
@@ -761,7 +823,11 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 			if !check(c) {
 				continue
 			}
-			if err := removeAllAt(proj, c.Path, deleted[c.Path]); err != nil {
+			if layerActing != nil {
+				layerActing(c.Path)
+			}
+			err := r.do(ownerAt(proj, c.Path), func() error { return removeAllAt(proj, c.Path, info.deleted[c.Path]) })
+			if err != nil {
 				res.Refused = append(res.Refused, api.PathError{Path: c.Path, Reason: identity.ErrnoText(err)})
 				continue
 			}
@@ -773,14 +839,14 @@ func (l *Layer) Commit(paths []string, force bool, decide decider) (api.LayerRes
 	return res, nil
 }
 
-// commitRename renames the project's directory c.From to c.Path (a
-// directory the session renamed), when its origin is committed too, is no
-// conflict (unless force), may be removed and the target does not exist in
-// the project, and gives it the attributes c.Fields names from the
-// session's (merged) directory, when it is still origin (the diff's);
-// then the layer's directory loses its redirect (the project has it at
-// its own path now).
-func (l *Layer) commitRename(proj, merged int, c api.Change, origin objID, paths []string, decide decider, force bool) error {
+// commitRename renames the project's object c.From to c.Path (a directory
+// or file the session renamed), when its origin is committed too, is no
+// conflict (unless force), may be removed, is still the object the diff
+// saw there (was, when not zero), and the target does not exist in the
+// project, and gives it the attributes c.Fields names from the session's
+// (merged) object; then the layer's directory loses its redirect (the
+// project has it at its own path now).
+func (l *Layer) commitRename(r rights, proj, merged int, c api.Change, paths []string, decide decider, force bool, was objID) error {
 	if !within(c.From, paths) {
 		return fmt.Errorf("renamed from %s in the session: commit both paths", c.From)
 	}
@@ -791,39 +857,47 @@ func (l *Layer) commitRename(proj, merged int, c api.Change, origin objID, paths
 	if bad, why := l.conflict(base, c.From); bad && !force {
 		return fmt.Errorf("its origin %s: %s", c.From, why)
 	}
-	if err := decide(policy.OpRmdir, filepath.Join(l.Lower, c.From)); err != nil {
+	op := policy.OpUnlink
+	if c.Type == "dir" {
+		op = policy.OpRmdir
+	}
+	if err := decide(op, filepath.Join(l.Lower, c.From)); err != nil {
 		return fmt.Errorf("its origin %s: %v", c.From, err)
 	}
-	fpd, fname, err := parentAt(proj, c.From)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fpd)
-	tpd, tname, err := parentAt(proj, c.Path)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(tpd)
-	if err := unix.Renameat2(fpd, fname, tpd, tname, unix.RENAME_NOREPLACE); err != nil {
-		if err == unix.EEXIST {
-			return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
+	err = r.do(ownerAt(proj, c.From), func() error {
+		if was != (objID{}) {
+			st, ok, err := lstatAtRoot(proj, c.From)
+			if err != nil {
+				return err
+			}
+			if !ok || (objID{st.Dev, st.Ino}) != was {
+				return fmt.Errorf("its origin %s: %v", c.From, errReplaced)
+			}
 		}
+		return renameAt(proj, c.From, c.Path)
+	})
+	if err == unix.EEXIST {
+		return fmt.Errorf("exists in the project (renamed from %s in the session)", c.From)
+	}
+	if err != nil {
 		return err
 	}
 	if len(c.Fields) > 0 {
-		// What the session changed of the directory itself, on the
-		// project's directory just renamed (origin, the diff's).
-		if err := metaAt(merged, proj, c.Path, origin); err != nil {
+		// What the session changed of the object itself, on the
+		// project's object just renamed (was, the diff's).
+		if err := r.do(ownerAt(proj, c.Path), func() error { return metaAt(merged, proj, c.Path, was) }); err != nil {
 			return err
 		}
 	}
-	fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.Removexattr(procFd(fd), overlayXattr+"redirect"); err != nil && err != unix.ENODATA {
-		return err
+	if c.Type == "dir" {
+		fd, err := openBeneath(l.Upper(), c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Removexattr(procFd(fd), overlayXattr+"redirect"); err != nil && err != unix.ENODATA {
+			return err
+		}
 	}
 	l.reset(c.From, false)
 	return nil
@@ -840,28 +914,73 @@ func skippedBy(p string, skipped []string) string {
 }
 
 // apply makes the project (proj) hold at c.Path what the session sees
-// (merged); old, when not zero, is the project's object there the diff
-// saw, the only one it removes.
-func (l *Layer) apply(proj, merged int, sl *stageLog, c api.Change, old objID) error {
-	switch c.Kind {
-	case ChangeDeleted:
-		return removeAllAt(proj, c.Path, old)
-	case ChangeModified:
-		if !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
-			return metaAt(merged, proj, c.Path, old)
-		}
-		return putAt(merged, proj, sl, c.Path, false, c.Type, old)
-	case ChangeRenamed:
-		return putAt(merged, proj, sl, c.Path, true, c.Type, old)
+// (merged), with the rights r; old, when not zero, is the project's
+// object there the diff saw, the only one it removes or changes.
+// It returns the identity of the project's object there afterwards.
+func (l *Layer) apply(r rights, proj, merged int, sl *stageLog, c api.Change, old objID) (objID, error) {
+	owner := ownerAt(merged, c.Path)
+	if c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target") {
+		return old, r.do(owner, func() error { return metaAt(merged, proj, c.Path, old) })
 	}
-	return putAt(merged, proj, sl, c.Path, false, c.Type, old)
+	var id objID
+	err := r.do(owner, func() (err error) { id, err = putObj(merged, proj, sl, c.Path, false, c.Type, old); return err })
+	if denied(err) && len(r) > 0 && c.Kind == ChangeModified && c.Type == "file" {
+		return writeInPlace(r, proj, merged, sl, c.Path, old, owner, err)
+	}
+	return id, err
+}
+
+// writeInPlace commits the content change of the project's file old at
+// rel that no user could replace (refusal, their error): when a user may
+// write that very file and make its attributes the layer's (times aside),
+// both done with its rights, the daemon replaces the file with the
+// layer's copy, as an in-place write would have left it (layerrights.go).
+// Else it returns the refusal.
+func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objID, owner uint32, refusal error) (objID, error) {
+	err := r.do(owner, func() error {
+		fd, err := openAt(proj, rel, unix.O_PATH|unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		st, err := fstatFd(fd)
+		if err != nil {
+			return err
+		}
+		if (objID{st.Dev, st.Ino}) != old || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return fmt.Errorf("another %s now: changed since the diff", typeName(st.Mode))
+		}
+		if err := unix.Faccessat2(fd, "", unix.W_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS); err != nil {
+			return err
+		}
+		sfd, err := openAt(merged, rel, unix.O_PATH|unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(sfd)
+		sst, err := fstatFd(sfd)
+		if err != nil {
+			return err
+		}
+		return setAttrs(sfd, &sst, fd, false)
+	})
+	if denied(err) {
+		return objID{}, refusal
+	}
+	if err != nil {
+		return objID{}, err
+	}
+	return putObj(merged, proj, sl, rel, false, "file", old)
 }
 
 // Discard undoes the changes under paths in the layer, through the
 // overlay (changing an upper directory under a mounted overlay is
 // undefined): an added object is removed, a deleted or changed one is
-// copied back from the project. The layer then holds a copy equal to the
-// project there, which Diff no longer lists.
+// copied back from the project (a file of several names there linked
+// again: copyBack). Removals and attribute changes are made with the
+// rights of the session's users, if it has any (layerrights.go). The
+// layer then holds a copy equal to the project there, which Diff no
+// longer lists.
 func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	res := api.LayerResult{Applied: []string{}}
 	changes, err := l.Diff(false)
@@ -882,6 +1001,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
 	}
+	r := l.rights()
 	// endStages at the end, not deferred: a verb stopped midway leaves
 	// its stages to the next verb or a recovery, as a crash does.
 	// What lies below a directory that is removed or replaced whole (added,
@@ -892,26 +1012,33 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 			whole = append(whole, c.Path)
 		}
 	}
+	back := &copyBack{proj: proj, merged: merged, sl: sl}
 	// Deepest first: what lies in a directory is undone before it is.
 	slices.Reverse(changes)
 	for _, c := range changes {
 		if !within(c.Path, paths) {
 			continue
 		}
+		if layerActing != nil {
+			layerActing(c.Path)
+		}
 		if skippedBy(c.Path, whole) != "" {
 			l.reset(c.Path, true)
 			res.Applied = append(res.Applied, c.Path)
 			continue
 		}
+		// With the session's rights (layerrights.go): what it removes or
+		// changes in the layer is what the session could; the project's
+		// objects are copied back by the daemon.
 		var err error
 		switch {
 		case c.Kind == ChangeAdded || c.Kind == ChangeRenamed:
-			err = removeAllAt(merged, c.Path, objID{})
+			err = removeNonDirAs(r, merged, c.Path, objID{})
 		case c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target"):
-			err = metaAt(proj, merged, c.Path, objID{})
+			err = r.do(ownerAt(merged, c.Path), func() error { return metaAt(proj, merged, c.Path, objID{}) })
 		default:
-			if err = removeAllAt(merged, c.Path, objID{}); err == nil {
-				err = putAt(proj, merged, sl, c.Path, true, "", objID{})
+			if err = removeNonDirAs(r, merged, c.Path, objID{}); err == nil {
+				err = back.put(c.Path)
 			}
 		}
 		if err != nil {
@@ -925,6 +1052,11 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 	l.endStages(sl)
 	return res, nil
 }
+
+// layerActing, when set (by tests), is called with each path a commit,
+// discard or rollback is about to act on, after its diff and its checks: a
+// test swaps objects there, as a session racing the verb would.
+var layerActing func(rel string)
 
 // randName returns 12 random hex digits.
 func randName() string {

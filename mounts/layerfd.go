@@ -106,17 +106,42 @@ func openRegular(root int, rel string) (*os.File, unix.Stat_t, error) {
 // setMeta gives the object open as dfd (any descriptor, O_PATH too) the
 // owner, mode, extended attributes (less overlayfs's own) and modification
 // time of the object st describes, open as sfd; a symlink only its owner.
-func setMeta(sfd int, st *unix.Stat_t, dfd int) error {
-	if err := unix.Fchownat(dfd, "", int(st.Uid), int(st.Gid), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("chown: %w", err)
+func setMeta(sfd int, st *unix.Stat_t, dfd int) error { return setAttrs(sfd, st, dfd, true) }
+
+// setAttrs is setMeta, the modification time only with times. It changes
+// only what differs (a user who does not own the object may still set an
+// extended attribute it may write; chown(2) and chmod(2) to the values it
+// has would be refused).
+func setAttrs(sfd int, st *unix.Stat_t, dfd int, times bool) error {
+	dt, err := fstatFd(dfd)
+	if err != nil {
+		return err
+	}
+	if dt.Uid != st.Uid || dt.Gid != st.Gid {
+		uid, gid := -1, -1
+		if dt.Uid != st.Uid {
+			uid = int(st.Uid)
+		}
+		if dt.Gid != st.Gid {
+			gid = int(st.Gid)
+		}
+		if err := unix.Fchownat(dfd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("chown: %w", err)
+		}
+		// chown(2) may have cleared the set-id bits.
+		if dt, err = fstatFd(dfd); err != nil {
+			return err
+		}
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return nil
 	}
-	// Chmod after chown: chown(2) clears the set-id bits. fchmodat2 on the
-	// descriptor: the object itself, whatever its name is now.
-	if err := unix.Fchmodat(dfd, "", st.Mode&0o7777, unix.AT_EMPTY_PATH); err != nil {
-		return fmt.Errorf("chmod: %w", err)
+	// fchmodat2 on the descriptor: the object itself, whatever its name
+	// is now.
+	if dt.Mode&0o7777 != st.Mode&0o7777 {
+		if err := unix.Fchmodat(dfd, "", st.Mode&0o7777, unix.AT_EMPTY_PATH); err != nil {
+			return fmt.Errorf("chmod: %w", err)
+		}
 	}
 	want, have := xattrsOf(sfd), xattrsOf(dfd)
 	dp := procFd(dfd)
@@ -134,6 +159,9 @@ func setMeta(sfd int, st *unix.Stat_t, dfd int) error {
 			}
 		}
 	}
+	if !times || dt.Mtim == st.Mtim {
+		return nil
+	}
 	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}
 	if err := unix.UtimesNanoAt(dfd, "", ts, unix.AT_EMPTY_PATH); err != nil {
 		return fmt.Errorf("utimes: %w", err)
@@ -146,8 +174,18 @@ func setMeta(sfd int, st *unix.Stat_t, dfd int) error {
 // verb as a crash would.
 var stageMade func(pd int, name string)
 
+// threadFsuid returns the calling thread's file system uid (setfsuid(2)
+// with an invalid id changes nothing and returns it): the daemon's, or a
+// session user's on a thread of fusefs.RunAs.
+func threadFsuid() uint32 {
+	cur, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, uintptr(^uint32(0)), 0, 0)
+	return uint32(cur)
+}
+
 // stage is a private directory beside a target: made by the daemon (root)
-// with mode 0700 in the target's parent, so no session can write in it.
+// with mode 0700 in the target's parent, so no session can write in it;
+// or, for a verb acting with a session user's rights (layerrights.go), by
+// that user, so that what the verb does in it is the user's own.
 type stage struct {
 	pd   int    // the parent directory (not owned)
 	name string // the stage's name in pd when made
@@ -185,13 +223,14 @@ func newStage(pd int, sl *stageLog) (*stage, error) {
 		}
 		s := &stage{pd: pd, name: name, fd: fd, log: sl}
 		st, err := fstatFd(fd)
-		// The set-group-ID bit may come from pd; the rest must be ours.
-		if err != nil || int(st.Uid) != os.Geteuid() || st.Mode&0o5777 != 0o700 {
+		// The set-group-ID bit may come from pd; the rest must be ours
+		// (the user's whose rights the verb acts with: layerrights.go).
+		if err != nil || st.Uid != threadFsuid() || st.Mode&0o5777 != 0o700 {
 			unix.Close(fd)
 			return nil, errStageLost
 		}
 		if sl != nil {
-			r := stageRec{N: name, Dev: st.Dev, Ino: st.Ino}
+			r := stageRec{N: name, Dev: st.Dev, Ino: st.Ino, U: st.Uid}
 			if h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
 				r.HT, r.H = h.Type(), h.Bytes()
 			}
@@ -224,24 +263,31 @@ func (s *stage) close() {
 // over anything), an existing one gets its attributes through its
 // descriptor; with tree the directory's whole content is copied too.
 // want, when not "", is the type (typeName) src's object must have; was,
-// when not zero, the only directory at rel it removes.
+// when not zero, the only directory at rel it removes (none when zero).
 // sl, when not nil, journals the private directories made.
 func putAt(src, dst int, sl *stageLog, rel string, tree bool, want string, was objID) error {
+	_, err := putObj(src, dst, sl, rel, tree, want, was)
+	return err
+}
+
+// putObj is putAt, and returns the identity of the object it put at rel
+// (a link of it may be made by that identity: linkAt).
+func putObj(src, dst int, sl *stageLog, rel string, tree bool, want string, was objID) (objID, error) {
 	sfd, err := openAt(src, rel, unix.O_PATH|unix.O_NOFOLLOW)
 	if err != nil {
-		return err
+		return objID{}, err
 	}
 	defer unix.Close(sfd)
 	st, err := fstatFd(sfd)
 	if err != nil {
-		return err
+		return objID{}, err
 	}
 	if want != "" && typeName(st.Mode) != want {
-		return fmt.Errorf("a %s now, not a %s: changed since the diff", typeName(st.Mode), want)
+		return objID{}, fmt.Errorf("a %s now, not a %s: changed since the diff", typeName(st.Mode), want)
 	}
 	pd, name, err := parentAt(dst, rel)
 	if err != nil {
-		return err
+		return objID{}, err
 	}
 	defer unix.Close(pd)
 	var old unix.Stat_t
@@ -252,43 +298,57 @@ func putAt(src, dst int, sl *stageLog, rel string, tree bool, want string, was o
 			// unlink(2) follows nothing; whatever a session renamed here
 			// it could have removed itself.
 			if err := unix.Unlinkat(pd, name, 0); err != nil {
-				return err
+				return objID{}, err
 			}
 		}
+		var id objID
 		if oldDir {
 			dfd, err := unix.Openat(pd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
-				return err
+				return objID{}, err
 			}
-			err = setMeta(sfd, &st, dfd)
+			dt, err := fstatFd(dfd)
+			if err == nil {
+				id = objID{dt.Dev, dt.Ino}
+				err = setMeta(sfd, &st, dfd)
+			}
 			unix.Close(dfd)
 			if err != nil {
-				return err
+				return objID{}, err
 			}
-		} else if err := makeIn(sl.in(filepath.Dir(rel)), pd, name, sfd, &st, unix.RENAME_NOREPLACE); err != nil {
-			return err
+		} else if id, err = makeIn(sl.in(filepath.Dir(rel)), pd, name, sfd, &st, unix.RENAME_NOREPLACE); err != nil {
+			return objID{}, err
 		}
 		if !tree {
-			return nil
+			return id, nil
 		}
 		names, err := readNames(sfd)
 		if err != nil {
-			return err
+			return objID{}, err
 		}
 		for _, n := range names {
 			if err := putAt(src, dst, sl, relJoin(rel, n), true, "", objID{}); err != nil {
-				return err
+				return objID{}, err
 			}
 		}
-		return nil
+		return id, nil
 	}
 	if oldDir {
+		if was == (objID{}) {
+			// Not the diff's: a directory put there since (a tree the
+			// session could not remove, say) is never removed.
+			return objID{}, errDirInTheWay
+		}
 		if err := removeAt(pd, name, was); err != nil {
-			return err
+			return objID{}, err
 		}
 	}
 	return makeIn(sl.in(filepath.Dir(rel)), pd, name, sfd, &st, 0)
 }
+
+// errDirInTheWay is putAt's refusal of a directory at a path where none
+// was seen.
+var errDirInTheWay = errors.New("a dir now: changed since the diff (not removed)")
 
 // errStageLost is the error of a private directory a session renamed,
 // replaced or removed while the daemon made it or used it (the daemon
@@ -304,17 +364,22 @@ const stageTries = 8
 // name a session could reach. A regular file is written as an O_TMPFILE
 // in pd and linked into a private directory in pd only to be renamed from
 // there; another object is made in the private directory. Nothing is left
-// behind on failure. sl journals the private directories.
-func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags uint) error {
+// behind on failure. sl journals the private directories. It returns
+// the identity of the object made.
+func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags uint) (objID, error) {
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		ofd, err := tmpCopy(pd, sfd)
 		if err == nil {
 			defer unix.Close(ofd)
 			if err := setMeta(sfd, st, ofd); err != nil {
-				return err
+				return objID{}, err
 			}
-			return inStage(pd, sl, func(s *stage) error {
-				if err := unix.Linkat(ofd, "", s.fd, "o", unix.AT_EMPTY_PATH); err != nil {
+			ot, err := fstatFd(ofd)
+			if err != nil {
+				return objID{}, err
+			}
+			return objID{ot.Dev, ot.Ino}, inStage(pd, sl, func(s *stage) error {
+				if err := linkFd(ofd, s.fd, "o"); err != nil {
 					if err == unix.ENOENT {
 						return errStageLost // removed under us
 					}
@@ -324,10 +389,11 @@ func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags u
 			})
 		}
 		if err != errNoTmpfile {
-			return err
+			return objID{}, err
 		}
 	}
-	return inStage(pd, sl, func(s *stage) error {
+	var id objID
+	return id, inStage(pd, sl, func(s *stage) error {
 		ofd, err := makeObject(s.fd, sfd, st)
 		if err == unix.ENOENT {
 			return errStageLost
@@ -339,8 +405,21 @@ func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags u
 		if err := setMeta(sfd, st, ofd); err != nil {
 			return err
 		}
+		ot, err := fstatFd(ofd)
+		if err != nil {
+			return err
+		}
+		id = objID{ot.Dev, ot.Ino}
 		return unix.Renameat2(s.fd, "o", pd, name, flags)
 	})
+}
+
+// linkFd links the object open as fd (O_PATH, or an O_TMPFILE) as name in
+// the directory dir, through its /proc/self/fd link (linkat(2)'s way
+// without CAP_DAC_READ_SEARCH, so with a session user's rights too: the
+// kernel's protected_hardlinks rule applies as to ln(1)).
+func linkFd(fd, dir int, name string) error {
+	return unix.Linkat(unix.AT_FDCWD, procFd(fd), dir, name, unix.AT_SYMLINK_FOLLOW)
 }
 
 // inStage runs f with a new private directory in pd (journaled in sl),

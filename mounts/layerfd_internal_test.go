@@ -3,6 +3,7 @@ package mounts
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -115,5 +116,86 @@ func TestLayerMetaAtReplaced(t *testing.T) {
 	}
 	if m, v := mode(filepath.Join(proj, "zzz")), mode(filepath.Join(proj, "victim")); m != 0o666 || v != 0o600 {
 		t.Fatalf("zzz %v, victim %v; want -rw-rw-rw- and -rw-------", m, v)
+	}
+}
+
+// TestLayerForceDeleteSwap: --force skips the conflict check of a
+// deletion (the host changed the path since the session's first write
+// there), never the check that the object removed is the one the commit's
+// diff saw: a directory and a file the host swaps (renameat2
+// RENAME_EXCHANGE) with others between the checks and the removal are
+// refused, "replaced in the project since the diff (not removed)", and
+// what was swapped in keeps every file; swapped back, a forced commit
+// removes them.
+func TestLayerForceDeleteSwap(t *testing.T) {
+	proj := t.TempDir()
+	for _, p := range []string{"del/x", "R/precious", "f", "g"} {
+		if err := os.MkdirAll(filepath.Join(proj, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proj, p), []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := layerFor(t, proj)
+	// The session removes del and f (its mount records the baseline
+	// first), then the host changes both.
+	for _, p := range []string{"del", "f"} {
+		l.Before(filepath.Join(proj, p))
+		if err := os.RemoveAll(filepath.Join(l.Merged(), p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(proj, "del/y"), []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "f"), []byte("host's f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Commit(nil, false, allowAll)
+	if err != nil || len(res.Applied) != 0 || len(res.Conflicts) != 2 {
+		t.Fatalf("commit without --force: %+v %v, want del and f in conflict", res, err)
+	}
+	swap := map[string]string{"del": "R", "f": "g"}
+	exchange := func(rel string) {
+		if other, ok := swap[rel]; ok {
+			if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(proj, rel), unix.AT_FDCWD, filepath.Join(proj, other), unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	setLayerActing(t, exchange)
+	res, err = l.Commit(nil, true, allowAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "replaced in the project since the diff (not removed)"
+	if len(res.Applied) != 0 || len(res.Conflicts) != 0 || len(res.Refused) != 2 ||
+		res.Refused[0].Path != "f" || res.Refused[0].Reason != why || res.Refused[1].Path != "del" || res.Refused[1].Reason != why {
+		t.Fatalf("commit --force with del and f swapped: %+v, want both refused: %s", res, why)
+	}
+	for p, want := range map[string]string{"del/precious": "R/precious", "R/x": "del/x", "R/y": "host", "f": "g", "g": "host's f"} {
+		if b, err := os.ReadFile(filepath.Join(proj, p)); err != nil || string(b) != want {
+			t.Errorf("%s after the refusals: %q %v, want %q", p, b, err, want)
+		}
+	}
+	// Swapped back (the host's changes in place): --force removes them.
+	for rel := range swap {
+		exchange(rel)
+	}
+	setLayerActing(t, nil)
+	res, err = l.Commit(nil, true, allowAll)
+	if err != nil || len(res.Refused)+len(res.Conflicts) != 0 || !slices.Equal(res.Applied, []string{"f", "del"}) {
+		t.Fatalf("commit --force: %+v %v, want f and del applied", res, err)
+	}
+	for _, p := range []string{"del", "f"} {
+		if _, err := os.Lstat(filepath.Join(proj, p)); !os.IsNotExist(err) {
+			t.Errorf("%s after commit --force: %v, want ENOENT", p, err)
+		}
+	}
+	for p, want := range map[string]string{"R/precious": "R/precious", "g": "g"} {
+		if b, err := os.ReadFile(filepath.Join(proj, p)); err != nil || string(b) != want {
+			t.Errorf("%s after commit --force: %q %v, want %q", p, b, err, want)
+		}
 	}
 }

@@ -187,6 +187,7 @@ func (m *Manager) reopenLayer(s *session, rec record) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.Users = slices.Clone(rec.Users)
 	s.layer = l
 	return l, nil
 }

@@ -49,6 +49,7 @@ type stageRec struct {
 	H    []byte `json:"h,omitempty"`
 	Dev  uint64 `json:"dev,omitempty"`
 	Ino  uint64 `json:"ino,omitempty"`
+	U    uint32 `json:"u,omitempty"` // its owner (a session user's, or 0: the daemon's)
 	Done bool   `json:"done,omitempty"`
 }
 
@@ -124,7 +125,7 @@ func (l *Layer) cleanStages() {
 			pending[r.N] = &r
 			order = append(order, r.N)
 		default:
-			have.HT, have.H, have.Dev, have.Ino = r.HT, r.H, r.Dev, r.Ino
+			have.HT, have.H, have.Dev, have.Ino, have.U = r.HT, r.H, r.Dev, r.Ino, r.U
 		}
 	}
 	f.Close()
@@ -207,18 +208,19 @@ func (l *Layer) cleanStage(r *stageRec) bool {
 		return err == unix.ENOENT
 	}
 	defer unix.Close(fd)
-	if !stageLike(fd) {
+	if !stageLike(fd, r.U) {
 		return true // not a stage (any more): nothing of ours there
 	}
 	return removeStage(pd, fd, name)
 }
 
 // stageLike reports whether the directory open as fd may be one of the
-// daemon's private directories: its own, mode 0700 (the set-group-ID bit
-// may come from its parent), holding nothing or only "o".
-func stageLike(fd int) bool {
+// daemon's private directories: owned by uid (the daemon, or the session
+// user it was made as), mode 0700 (the set-group-ID bit may come from its
+// parent), holding nothing or only "o".
+func stageLike(fd int, uid uint32) bool {
 	st, err := fstatFd(fd)
-	if err != nil || int(st.Uid) != os.Geteuid() || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o5777 != 0o700 {
+	if err != nil || st.Uid != uid || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o5777 != 0o700 {
 		return false
 	}
 	names, err := readNames(fd)

@@ -109,3 +109,61 @@ func TestGitTopsPathMax(t *testing.T) {
 		require.Equal(t, gitTopsByPath(dir), got, "against one lstat per ancestor (.git of %d bytes)", c.gitLen)
 	}
 }
+
+// TestGitTopsDeep: below gitTopsPathLevels levels gitTops walks on by
+// descriptor, and finds what one lstat(2) per ancestor finds: a .git at
+// every level of a chain 12 levels longer than that, a .git symlink and a
+// file (tops) and a fifo (not one) below the switch, a symlinked component
+// below it (followed), and a missing component just above, at and below it
+// (nothing below it).
+func TestGitTopsDeep(t *testing.T) {
+	root := tree(t, "elsewhere/.git/")
+	base := strings.Count(root, "/") // the level of root
+	dir := root
+	var want []string
+	for lvl := base + 1; lvl <= gitTopsPathLevels+12; lvl++ {
+		dir += fmt.Sprintf("/d%02d", lvl)
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		switch lvl {
+		case gitTopsPathLevels + 2:
+			require.NoError(t, os.Symlink("nowhere", dir+"/.git"))
+		case gitTopsPathLevels + 3:
+			require.NoError(t, os.WriteFile(dir+"/.git", []byte("gitdir: x\n"), 0o644))
+		case gitTopsPathLevels + 4:
+			require.NoError(t, unix.Mkfifo(dir+"/.git", 0o644))
+			continue // not a top
+		default:
+			require.NoError(t, os.Mkdir(dir+"/.git", 0o755))
+		}
+		want = append([]string{strings.TrimPrefix(dir, root)}, want...)
+	}
+	require.Greater(t, strings.Count(dir, "/"), gitTopsPathLevels+4, "the chain reaches below the switch")
+	dirs := func(ts []gitTop) []string {
+		var out []string
+		for _, g := range ts {
+			if strings.HasPrefix(g.dir, root) {
+				out = append(out, strings.TrimPrefix(g.dir, root))
+			}
+		}
+		return out
+	}
+	got := gitTops(dir)
+	require.Equal(t, want, dirs(got), "a top at every level but the fifo's")
+	require.Equal(t, gitTopsByPath(dir), got)
+
+	// A symlinked component below the switch: followed, as by path.
+	link := dir[:strings.LastIndexByte(dir, '/')]
+	require.NoError(t, os.Symlink(root+"/elsewhere", link+"/ln"))
+	got = gitTops(link + "/ln")
+	require.Equal(t, strings.TrimPrefix(link, root)+"/ln", dirs(got)[0], "ln/.git is the target's .git: ln is a top")
+	require.Equal(t, gitTopsByPath(link+"/ln"), got)
+
+	// A missing component just above, at and just below the switch.
+	comps := strings.Split(dir, "/") // comps[i] ends level i
+	for _, lvl := range []int{gitTopsPathLevels - 1, gitTopsPathLevels, gitTopsPathLevels + 1} {
+		d := strings.Join(comps[:lvl], "/") + "/missing/below/it"
+		got := gitTops(d)
+		require.Equal(t, gitTopsByPath(d), got, "gitTops(%s)", d)
+		require.Len(t, dirs(got), lvl-1-base, "the levels above the missing one, level %d", lvl)
+	}
+}

@@ -518,6 +518,7 @@ func (q *queue) run(made chan<- error) {
 	defer q.u.wg.Done()
 	defer ringThreads.Add(-1) // before Done: Wait sees the thread given back
 	runtime.LockOSThread()
+	defer privateFS()() // OnQueueThread; the thread exits with this goroutine
 	var set unix.CPUSet
 	set.Set(q.qid)
 	// Best effort: a CPU outside the process's cpuset (or offline)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -58,6 +59,30 @@ type countingFS struct {
 	realLocks   atomic.Bool
 	lockWaits   atomic.Int64
 	lockDone    atomic.Int64
+	// threads counts, by operation, the LOOKUPs and FORGETs served on a
+	// queue thread (OnQueueThread: [0]) and off one ([1]).
+	threadsMu sync.Mutex
+	threads   map[string][2]int
+}
+
+func (c *countingFS) onThread(op string) {
+	i := 1
+	if OnQueueThread() {
+		i = 0
+	}
+	c.threadsMu.Lock()
+	defer c.threadsMu.Unlock()
+	if c.threads == nil {
+		c.threads = map[string][2]int{}
+	}
+	n := c.threads[op]
+	n[i]++
+	c.threads[op] = n
+}
+
+func (c *countingFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	c.onThread("lookup")
+	return c.RawFileSystem.Lookup(cancel, h, name, out)
 }
 
 func (c *countingFS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
@@ -73,6 +98,7 @@ func (c *countingFS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 }
 
 func (c *countingFS) Forget(nodeid, nlookup uint64) {
+	c.onThread("forget")
 	c.RawFileSystem.Forget(nodeid, nlookup)
 	c.note(1)
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -548,14 +547,6 @@ func lookPathText(name, dir string, err error) string {
 	return why + " in $PATH"
 }
 
-// primaryGroup returns uid's primary group from the user database
-// (os/user), or the same number when uid has no entry there (65534 is
-// nobody:nogroup on Debian either way).
-func primaryGroup(uid uint32) uint32 {
-	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
-		if g, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
-			return uint32(g)
-		}
-	}
-	return uid
-}
+// primaryGroup returns uid's primary group (fusefs.UserCred: the user
+// database's, or the same number without an entry there).
+func primaryGroup(uid uint32) uint32 { return fusefs.UserCred(uid).Gid }

@@ -29,10 +29,12 @@ func newSessionDiffCmd() *cobra.Command {
 with the project, under each PATH (relative to the root, or absolute inside the
 root or the mountpoint; every change when none), parents before their children
 (GET /v1/sessions/{id}/diff). One line per path: a letter (A added, D deleted,
-M modified, T type changed, R renamed directory), the path, its type, what a
-modification changed (content, target, mode, owner, xattr), "from OLD" for a
-renamed directory and "CONFLICT: ..." when the host changed the path since the
-session's first write there; then, unless --stat, the unified diff of each
+M modified, T type changed, R renamed directory or file), the path, its type,
+what a modification changed (content, target, mode, owner, xattr), "from OLD"
+for a renamed path, "linked with P,Q" for a file of several names in the
+session (its hard links; a commit makes them one file in the project too) and
+"CONFLICT: ..." when the host changed the path since the session's first write
+there; then, unless --stat, the unified diff of each
 modified text file. --json prints the API's object (with the diffs).`,
 		Args: minArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -72,6 +74,9 @@ func printChanges(w io.Writer, cs []api.Change, text bool) {
 		line += ")"
 		if c.From != "" {
 			line += " from " + c.From
+		}
+		if len(c.Links) > 0 {
+			line += " linked with " + strings.Join(c.Links, ",")
 		}
 		if c.Conflict != "" {
 			line += " CONFLICT: " + c.Conflict
@@ -113,10 +118,12 @@ change when none) to the project (POST /v1/sessions/{id}/commit): parents
 first, each path through the session's policy in force now, each file written
 beside its target and renamed over it. A path the host changed since the
 session's first write there is a conflict: left in the layer unless --force,
-which overwrites the host's change. Prints "committed PATH" per path applied,
-"conflict PATH: why" and "refused PATH: why" per path left in the layer (what
-lies below a directory left is left too). Exit code 1 when a path was left,
-0 otherwise.`,
+which overwrites the host's change. The session's hard links are committed
+as hard links, a file it renamed unchanged as a rename (with its old path).
+In a session with --users the commit acts with those users' rights, not
+root's. Prints "committed PATH" per path applied, "conflict PATH: why" and
+"refused PATH: why" per path left in the layer (what lies below a directory
+left is left too). Exit code 1 when a path was left, 0 otherwise.`,
 		Args: minArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkID("session commit", args[0]); err != nil {

@@ -76,7 +76,8 @@ mountpoint inside the root or a root inside the mountpoint, a non-empty
 mountpoint without --nonempty, an unknown mode, access or symlink mode.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fusefs.TuneProcs()
+			mode, _ := transportFlag(f.fuseTransport) // a bad value is refused by runMount
+			fusefs.TuneProcs(mode)
 			return runMount(cmd.Context(), cmd, f)
 		},
 	}

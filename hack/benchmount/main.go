@@ -41,7 +41,7 @@ func main() {
 		os.Exit(2)
 	}
 	// As `wsfs mount` does.
-	fusefs.TuneProcs()
+	fusefs.TuneProcs(transport.Mode(*fuseTransport))
 	pol, err := policy.Compile(policy.Spec{Primary: *root, Temp: []string{}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmount: policy:", err)

@@ -4,12 +4,21 @@
 // switches (voluntary + involuntary, summed over /proc/PID/task/*/status).
 // It is the client of hack/roundtrip.sh, a benchmark, not a test.
 //
-// Usage: roundtrip KIND FILE N SERVER_PID [THINK_MICROSECONDS]
+// Usage: roundtrip KIND FILE N SERVER_PID [THINK_MICROSECONDS [CLIENTS]]
 //
 // THINK_MICROSECONDS (0) of busy computation separate the round trips, as a
 // tool's own work separates its system calls (`ls -l` formats a line
 // between two lgetxattr(2)): an idle CPU then has to be woken for the
 // request, which a tight loop never asks for.
+//
+// CLIENTS (1) threads make the N round trips each at the same time, thread
+// i pinned to the i-th CPU the process may use (modulo their number), as a
+// parallel tool (rg, make -j) or a process that moves between CPUs sends
+// requests from several CPUs at once. With more than one, the wall time
+// per round trip is the run's wall time over N (how long each client
+// waited per call, on average), the server's CPU and context switches are
+// per round trip of all clients, and the slowest single round trip is
+// printed too.
 //
 // Kinds: statfs (statfs(2)), getxattr (lgetxattr(2) of security.selinux,
 // which the kernel never caches), open (open(2) + close(2): OPEN and
@@ -20,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -28,15 +38,22 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 5 && len(os.Args) != 6 {
-		fmt.Fprintln(os.Stderr, "usage: roundtrip statfs|getxattr|open|openread FILE N SERVER_PID [THINK_MICROSECONDS]")
+	if len(os.Args) < 5 || len(os.Args) > 7 {
+		fmt.Fprintln(os.Stderr, "usage: roundtrip statfs|getxattr|open|openread FILE N SERVER_PID [THINK_MICROSECONDS [CLIENTS]]")
 		os.Exit(2)
 	}
-	think := 0
-	if len(os.Args) == 6 {
+	think, clients := 0, 1
+	if len(os.Args) >= 6 {
 		var err error
 		if think, err = strconv.Atoi(os.Args[5]); err != nil || think < 0 {
 			fmt.Fprintln(os.Stderr, "roundtrip: THINK_MICROSECONDS must be a non-negative integer")
+			os.Exit(2)
+		}
+	}
+	if len(os.Args) == 7 {
+		var err error
+		if clients, err = strconv.Atoi(os.Args[6]); err != nil || clients < 1 {
+			fmt.Fprintln(os.Stderr, "roundtrip: CLIENTS must be a positive integer")
 			os.Exit(2)
 		}
 	}
@@ -59,6 +76,10 @@ func main() {
 		}
 	}
 	thinkFor := time.Duration(think) * time.Microsecond
+	if clients > 1 {
+		parallel(op, n, pid, thinkFor, clients, kind, think)
+		return
+	}
 	var thought time.Duration
 	cpu0, cs0 := usage(pid)
 	t0 := time.Now()
@@ -78,6 +99,75 @@ func main() {
 	cpu1, cs1 := usage(pid)
 	fmt.Printf("%-8s think %3d µs  wall %6.2f µs  server CPU %6.2f µs  server context switches %5.2f  (per round trip, %d)\n",
 		kind, think, float64(wall.Microseconds())/float64(n), float64(cpu1-cpu0)/float64(n), float64(cs1-cs0)/float64(n), n)
+}
+
+// parallel runs n round trips of op on each of clients threads at once,
+// thread i pinned to the i-th allowed CPU, and prints the averages (see
+// the package comment).
+func parallel(op func() error, n, pid int, thinkFor time.Duration, clients int, kind string, think int) {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		fmt.Fprintln(os.Stderr, "roundtrip: sched_getaffinity:", err)
+		os.Exit(1)
+	}
+	var cpus []int
+	for c := 0; c < len(allowed)*64; c++ {
+		if allowed.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	type result struct {
+		wall, thought, slowest time.Duration
+		err                    error
+	}
+	results := make(chan result, clients)
+	start := make(chan struct{})
+	for i := 0; i < clients; i++ {
+		go func(cpu int) {
+			runtime.LockOSThread()
+			var set unix.CPUSet
+			set.Set(cpu)
+			var r result
+			if r.err = unix.SchedSetaffinity(0, &set); r.err != nil {
+				results <- r
+				return
+			}
+			<-start
+			t0 := time.Now()
+			for j := 0; j < n; j++ {
+				if thinkFor > 0 {
+					s := time.Now()
+					for time.Since(s) < thinkFor {
+					}
+					r.thought += time.Since(s)
+				}
+				s := time.Now()
+				if r.err = op(); r.err != nil {
+					break
+				}
+				r.slowest = max(r.slowest, time.Since(s))
+			}
+			r.wall = time.Since(t0)
+			results <- r
+		}(cpus[i%len(cpus)])
+	}
+	cpu0, cs0 := usage(pid)
+	close(start)
+	var wall, slowest time.Duration
+	for i := 0; i < clients; i++ {
+		r := <-results
+		if r.err != nil {
+			fmt.Fprintln(os.Stderr, "roundtrip:", r.err)
+			os.Exit(1)
+		}
+		wall += r.wall - r.thought
+		slowest = max(slowest, r.slowest)
+	}
+	cpu1, cs1 := usage(pid)
+	total := float64(n * clients)
+	fmt.Printf("%-8s think %3d µs  wall %6.2f µs  server CPU %6.2f µs  server context switches %5.2f  slowest %8.1f µs  (per round trip, %d clients × %d)\n",
+		kind, think, float64(wall.Microseconds())/total, float64(cpu1-cpu0)/total, float64(cs1-cs0)/total,
+		float64(slowest.Nanoseconds())/1e3, clients, n)
 }
 
 func opFor(kind, path string) (func() error, error) {

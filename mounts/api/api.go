@@ -179,14 +179,15 @@ type Change struct {
 	// Path is relative to the session's root.
 	Path string `json:"path"`
 	// Kind is "added", "deleted", "modified", "type_changed" or
-	// "renamed" (a directory the session renamed; From names where it
-	// was, whose own "deleted" entry is listed too).
+	// "renamed" (a directory the session renamed, or a file it renamed
+	// unchanged; From names where it was, whose own "deleted" entry is
+	// listed too).
 	Kind string `json:"kind"`
 	// Type is the object's type in the session ("file", "dir",
 	// "symlink", "fifo", "socket", "char", "block"); for "deleted" the
 	// project's.
 	Type string `json:"type"`
-	// From is a renamed directory's path in the project.
+	// From is a renamed directory's or file's path in the project.
 	From string `json:"from,omitempty"`
 	// Fields says what a "modified" entry changed: "content", "target"
 	// (a symlink's text), "mode", "owner", "xattr"; for a "renamed"
@@ -199,6 +200,10 @@ type Change struct {
 	// Diff is a unified diff (project, then session) of a text file's
 	// content, when asked for and both sides are text under 1 MiB.
 	Diff string `json:"diff,omitempty"`
+	// Links are the other paths of the same file in the session (its
+	// hard links, listed or not), sorted; a commit makes the paths it
+	// applies one file in the project too.
+	Links []string `json:"links,omitempty"`
 }
 
 // DiffResult is the body of GET /v1/sessions/{id}/diff: the session's

@@ -591,7 +591,7 @@ export interface components {
              * @enum {string}
              */
             type: "file" | "dir" | "symlink" | "fifo" | "socket" | "char" | "block" | "unknown";
-            /** @description A renamed directory's path in the project (listed as deleted too). */
+            /** @description A renamed directory's or file's path in the project (listed as deleted too). */
             from?: string;
             /** @description What a modified entry changed; for a renamed directory, what changed of the directory itself (mode, owner, xattr), compared with its origin. */
             fields?: ("content" | "target" | "mode" | "owner" | "xattr")[];
@@ -599,6 +599,8 @@ export interface components {
             conflict?: string;
             /** @description A unified diff of a text file (text=true; both sides text under 1 MiB). */
             diff?: string;
+            /** @description The other paths of the same file in the session (its hard links, listed or not), sorted; a commit makes them one file in the project too. */
+            links?: string[];
         };
         DiffResult: {
             session: string;

@@ -39,6 +39,11 @@ type protocolServer struct {
 	// Pools for []byte
 	buffers bufferPool
 
+	// iovRequests holds the requests handleIovRequest reuses (one
+	// allocation of about a kilobyte, and a channel, per request
+	// otherwise).
+	iovRequests sync.Pool
+
 	writevCopyOnce sync.Once
 
 	// in-flight notify-retrieve queries
@@ -279,6 +284,20 @@ func (w *iovWriter) skip(n int) {
 	}
 }
 
+// putIovRequest gives a request handleIovRequest is done with back to
+// iovRequests, as fuseFD.returnRequest does for requests read from the
+// device: a new cancel channel if it was interrupted (closed), the rest
+// cleared. The request has left the in-flight table (handleRequest), so no
+// INTERRUPT can reach it any more.
+func (ps *protocolServer) putIovRequest(req *requestAlloc) {
+	if req.interrupted {
+		req.interrupted = false
+		req.cancel = make(chan struct{})
+	}
+	req.clear()
+	ps.iovRequests.Put(req)
+}
+
 // sliceIov returns the iov for bytes [off, off+n).
 func sliceIov(iov [][]byte, off, n int) [][]byte {
 	var r [][]byte
@@ -321,11 +340,15 @@ func (ps *ProtocolServer) HandleRequest(in [][]byte, out [][]byte) (int, Status)
 // in-flight table then also holds the request, so an INTERRUPT read
 // from /dev/fuse finds it.
 func (ps *protocolServer) handleIovRequest(in [][]byte, out [][]byte) (int, Status) {
-	req := &requestAlloc{
-		request: request{
-			cancel: make(chan struct{}),
-		},
+	req, _ := ps.iovRequests.Get().(*requestAlloc)
+	if req == nil {
+		req = &requestAlloc{
+			request: request{
+				cancel: make(chan struct{}),
+			},
+		}
 	}
+	defer ps.putIovRequest(req)
 
 	total := iovLen(in)
 	n := copyFromIov(req.smallInputBuf[:min(total, len(req.smallInputBuf))], in, 0)

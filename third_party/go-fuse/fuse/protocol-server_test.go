@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"log"
 	"testing"
+	"unsafe"
 )
 
 func TestProtocolServerParse(t *testing.T) {
@@ -44,5 +45,69 @@ func TestProtocolServerParse(t *testing.T) {
 	gotStatus := int32(binary.LittleEndian.Uint32(out[0][4:8]))
 	if gotStatus != -int32(ENOSYS) {
 		t.Errorf("OutHeader.Status = %d, want %d", gotStatus, -int32(ENOSYS))
+	}
+}
+
+// cancelRecorder answers GETATTR with OK, recording the request's cancel
+// channel, and interrupts the request it serves when interrupt is set (as
+// an INTERRUPT read from /dev/fuse would).
+type cancelRecorder struct {
+	RawFileSystem
+	ps        *protocolServer
+	interrupt bool
+	cancels   []<-chan struct{}
+}
+
+func (r *cancelRecorder) GetAttr(cancel <-chan struct{}, in *GetAttrIn, out *AttrOut) Status {
+	r.cancels = append(r.cancels, cancel)
+	if r.interrupt {
+		r.ps.interruptRequest(in.Unique)
+	}
+	return OK
+}
+
+// getattrIov is a GETATTR request of node 1 with the given unique, and
+// room for its reply.
+func getattrIov(unique uint64) (in, out [][]byte) {
+	b := make([]byte, unsafe.Sizeof(GetAttrIn{}))
+	h := (*GetAttrIn)(unsafe.Pointer(&b[0]))
+	h.Length = uint32(len(b))
+	h.Opcode = _OP_GETATTR
+	h.Unique = unique
+	h.NodeId = FUSE_ROOT_ID
+	return [][]byte{b}, [][]byte{make([]byte, int(sizeOfOutHeader)+int(unsafe.Sizeof(AttrOut{})))}
+}
+
+// TestHandleRequestReuse: HandleRequest reuses its requests (a request
+// served after another allocates nothing), and one that was interrupted,
+// its cancel channel closed, comes back with an open channel.
+func TestHandleRequestReuse(t *testing.T) {
+	rec := &cancelRecorder{RawFileSystem: NewDefaultRawFileSystem()}
+	ps := NewProtocolServer(rec, &MountOptions{})
+	rec.ps = &ps.protocolServer
+	in, out := getattrIov(1)
+	if _, st := ps.HandleRequest(in, out); st != OK {
+		t.Fatalf("HandleRequest: %v", st)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { ps.HandleRequest(in, out) }); allocs != 0 {
+		t.Errorf("HandleRequest of a GETATTR: %v allocations per request, want 0", allocs)
+	}
+
+	rec.interrupt = true
+	in, out = getattrIov(2)
+	ps.HandleRequest(in, out)
+	rec.interrupt = false
+	interrupted := rec.cancels[len(rec.cancels)-1]
+	select {
+	case <-interrupted:
+	default:
+		t.Fatal("the interrupted request's cancel channel is open")
+	}
+	in, out = getattrIov(3)
+	ps.HandleRequest(in, out)
+	select {
+	case <-rec.cancels[len(rec.cancels)-1]:
+		t.Fatal("a request after an interrupted one: its cancel channel is closed")
+	default:
 	}
 }
