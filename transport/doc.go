@@ -9,6 +9,21 @@
 // It knows nothing of sessions, policies or nodes: fusefs hands it a
 // go-fuse RawFileSystem and plain values.
 //
+// # A connection on the ring outlives its server
+//
+// A connection served over io_uring is kept as one on /dev/fuse is (Keep,
+// TakeConns), with a third descriptor: its ring memory, where every ring
+// entry's buffers and state live (ringmem.go), mapped by each server at the
+// address recorded in the state (Meta.Ring). A successor (AdoptURing) maps
+// it there, registers entries of its own, and at Serve takes over the
+// entries its predecessor left: a request in one is served again, a reply
+// in one committed (uring_takeover.go). Rings are made without
+// DEFER_TASKRUN and guarded by a poll on an idle ring (armGuard), so that
+// a dying server's free entries are cancelled while its threads can still
+// copy in the requests given to them; and every queue is kicked after a
+// takeover (kick.go), so that requests made while no server ran are
+// handed out.
+//
 // # A failed io_uring queue
 //
 // The kernel puts each request on the ring queue of its caller's CPU and
