@@ -843,9 +843,17 @@ func (e *BusyError) Error() string {
 	return b.String()
 }
 
+// busyTries and busyPause bound Unmount's asking again when a mount is busy
+// with no holder (a reference held for a moment): 10 times 50 ms.
+const (
+	busyTries = 10
+	busyPause = 50 * time.Millisecond
+)
+
 // Unmount unmounts the FUSE mount at mountpoint from outside its server (the
 // `wsfs unmount` verb), a dead (ENOTCONN) one included. A busy mount gives a
-// *BusyError unless force, which detaches lazily. As root it uses umount2(2),
+// *BusyError (after asking again for a moment when no process holds it)
+// unless force, which detaches lazily. As root it uses umount2(2),
 // otherwise fusermount3 -u (-z with force).
 func Unmount(mountpoint string, force bool) error {
 	mountpoint = filepath.Clean(mountpoint)
@@ -872,10 +880,18 @@ func Unmount(mountpoint string, force bool) error {
 		return nil
 	}
 	err := unix.Unmount(mountpoint, 0)
-	if err == unix.EBUSY {
-		if !force {
-			return &BusyError{Mountpoint: mountpoint, Holders: Holders(mountpoint)}
+	for tries := 0; err == unix.EBUSY && !force; tries++ {
+		// A mount busy with no process holding it is referred to for a
+		// moment only (a stat in flight, such as the kick after a
+		// takeover, transport/kick.go): asked again a few times.
+		h := Holders(mountpoint)
+		if len(h) > 0 || tries == busyTries {
+			return &BusyError{Mountpoint: mountpoint, Holders: h}
 		}
+		time.Sleep(busyPause)
+		err = unix.Unmount(mountpoint, 0)
+	}
+	if err == unix.EBUSY {
 		err = unix.Unmount(mountpoint, unix.MNT_DETACH)
 	}
 	switch err {
