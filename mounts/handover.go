@@ -46,9 +46,10 @@ import (
 const (
 	handoverName = "takeover.json"
 	commitName   = "takeover.committed"
-	// suspendName holds the pid of the running daemon once it has
-	// stopped serving and let go of the lock, waiting for the commit or
-	// its successor's end; a file of its own for the same reason.
+	// suspendName holds the pid and start time of the running daemon
+	// once it has stopped serving and let go of the lock, waiting for the
+	// commit or its successor's end; a file of its own for the same
+	// reason.
 	suspendName = "takeover.suspended"
 )
 
@@ -70,14 +71,22 @@ func readHandover(state string) (handover, bool) {
 	return h, true
 }
 
-// suspended returns the pid in suspendName, 0 when there is none.
+// suspended returns the pid in suspendName when that process still runs
+// with the start time recorded beside it (a file a crash left never names
+// a process that reused the pid), 0 otherwise.
 func suspended(state string) int {
 	data, err := os.ReadFile(filepath.Join(state, suspendName))
 	if err != nil {
 		return 0
 	}
 	var pid int
-	fmt.Sscan(string(data), &pid)
+	var start uint64
+	if n, _ := fmt.Sscan(string(data), &pid, &start); n != 2 {
+		return 0
+	}
+	if now, err := procStart(pid); err != nil || now != start {
+		return 0
+	}
 	return pid
 }
 
@@ -195,7 +204,7 @@ func (m *Manager) Handover(wake <-chan os.Signal) (bool, error) {
 			late++
 		}
 	}
-	if err := writeFileAtomic(m.stateDir, suspendName, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o600); err != nil {
+	if err := writeFileAtomic(m.stateDir, suspendName, fmt.Appendf(nil, "%d %d\n", os.Getpid(), procStartOr0(os.Getpid())), 0o600); err != nil {
 		unix.Close(succ)
 		m.log.Warn("takeover: handover not written; detaching", "err", err)
 		return true, m.Detach(context.Background())

@@ -161,3 +161,40 @@ func TestSuccessorBeatsNamedOne(t *testing.T) {
 		t.Errorf("f through the mount after the takeover: %q, want f", got)
 	}
 }
+
+// TestStaleSuspendedIgnored: a takeover.suspended left by a daemon killed
+// while it waited for a commit names a pid that another process may have
+// taken since; a daemon started later, finding the lock free and that pid
+// recorded in it, does not take that process for a suspended daemon (its
+// start time differs from the one recorded): it serves, and the process is
+// not signalled (SIGUSR1 would end it).
+func TestStaleSuspendedIgnored(t *testing.T) {
+	dir := newDaemonDir(t)
+	other := exec.Command("sleep", "600")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(other.Process.Pid)
+	if err := os.WriteFile(filepath.Join(state, "lock"), []byte(pid+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The start time of the process that died, not of this one.
+	if err := os.WriteFile(filepath.Join(state, "takeover.suspended"), []byte(pid+" 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, dir)
+	if _, err := d.c.List(context.Background()); err != nil {
+		t.Fatalf("list: %v\n%s", err, d.logText())
+	}
+	if strings.Contains(d.logText(), "takeover committed") {
+		t.Errorf("the daemon committed to an unrelated process:\n%s", d.logText())
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the unrelated process named in the stale file: %v, want alive", err)
+	}
+}
