@@ -2,9 +2,7 @@ package transport
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +22,6 @@ const (
 	ioringOffSQEs   = 0x10000000
 
 	ioringEnterGetevents = 1 << 0
-	ioringEnterExtArg    = 1 << 3
 
 	ioringOpPollAdd  = 6
 	ioringOpRead     = 22
@@ -207,35 +204,6 @@ func (r *ring) enter(wait bool) error {
 		}
 		return fmt.Errorf("io_uring_enter: %w", errno)
 	}
-}
-
-// waitFor blocks until a completion is posted or d has passed
-// (IORING_ENTER_EXT_ARG with a timeout: struct io_uring_getevents_arg),
-// submitting nothing; a timeout or a signal is no error.
-func (r *ring) waitFor(d time.Duration) error {
-	// On the heap, which never moves: the kernel reads the timespec
-	// through a pointer stored as an integer.
-	ts := new(unix.Timespec)
-	*ts = unix.NsecToTimespec(d.Nanoseconds())
-	arg := new(getEventsArg)
-	arg.ts = uint64(uintptr(unsafe.Pointer(ts)))
-	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 1, ioringEnterGetevents|ioringEnterExtArg,
-		uintptr(unsafe.Pointer(arg)), unsafe.Sizeof(*arg))
-	runtime.KeepAlive(ts)
-	switch errno {
-	case 0, unix.ETIME, unix.EINTR:
-		return nil
-	}
-	return fmt.Errorf("io_uring_enter: %w", errno)
-}
-
-// getEventsArg is struct io_uring_getevents_arg {u64 sigmask; u32
-// sigmask_sz, min_wait_usec; u64 ts}.
-type getEventsArg struct {
-	sigmask   uint64
-	sigmaskSz uint32
-	minWait   uint32
-	ts        uint64
 }
 
 // poll runs the ring's pending task work (a request the kernel gave an
