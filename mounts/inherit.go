@@ -67,7 +67,8 @@ func checkAllowWrite(id, parentID string, parent *policy.Policy, parentAllow, al
 // additional roots when nil (less
 // those that overlap the child's root, which a policy cannot hold next to
 // its primary; the narrowing check below sees to it that dropping one
-// grants nothing), the protected subpaths when nil, and the symlink mode
+// grants nothing), the protected subpaths when nil (the parent's places
+// below the child's roots: inheritedProtected), and the symlink mode
 // when empty. The temp area is not inherited: a session's own temp
 // directory is its default.
 func inherit(spec Spec, root string, parent *policy.Policy, parentLinks fusefs.SymlinkMode) Spec {
@@ -83,7 +84,7 @@ func inherit(spec Spec, root string, parent *policy.Policy, parentLinks fusefs.S
 		}
 	}
 	if spec.Policy.Protected == nil {
-		spec.Policy.Protected = ps.Protected
+		spec.Policy.Protected = inheritedProtected(ps, specRoots(root, spec.Policy.Additional))
 	}
 	if spec.Policy.Outside == "" {
 		spec.Policy.Outside = ps.Outside
@@ -116,7 +117,8 @@ func linkRank(m fusefs.SymlinkMode) int {
 
 // checkNarrower refuses a child policy that grants anything its parent's
 // does not. The mode and the symlink mode are compared by rank, the
-// protected lists by inclusion; then reads and writes are decided by both
+// protected lists by inclusion (the child protects every place of the
+// parent's below its roots: inheritedProtected); then reads and writes are decided by both
 // policies at every place where either policy's decision can change: each
 // root and temp entry of either (a decision is constant inside an area but
 // for protected names), each protected name under each of the parent's
@@ -134,7 +136,7 @@ func checkNarrower(id, parentID string, parent, child *policy.Policy, parentLink
 	if linkRank(childLinks) > linkRank(parentLinks) {
 		return refuse("symlink mode %q is wider than parent %q's %q", childLinks, parentID, parentLinks)
 	}
-	for _, p := range ps.Protected {
+	for _, p := range inheritedProtected(ps, specRoots(cs.Primary, cs.Additional)) {
 		if !slices.Contains(cs.Protected, p) {
 			return refuse("policy protects less than parent %q: %q is missing from protected", parentID, p)
 		}
@@ -155,11 +157,21 @@ func checkNarrower(id, parentID string, parent, child *policy.Policy, parentLink
 	}
 	places = append(places, roots(cs)...)
 	places = append(places, "/")
+	childRoots := roots(cs)
 	for _, place := range places {
 		if place == "" || (own != "" && identity.Within(place, own)) {
 			continue
 		}
-		for _, op := range []policy.Op{policy.OpRead, policy.OpCreate} {
+		write := policy.OpCreate
+		if slices.Contains(childRoots, place) {
+			// The child cannot create its own root, and the parent
+			// refuses a file there when the place is on the way to one
+			// of its protected places (sub of sub/sec.txt), which the
+			// child protects below it: whether it may write there is
+			// what a mkdir there says.
+			write = policy.OpMkdir
+		}
+		for _, op := range []policy.Op{policy.OpRead, write} {
 			c, p := child.Decide(op, place), parent.Decide(op, place)
 			if c.Allow && !p.Allow {
 				what := "write"
@@ -302,16 +314,6 @@ func narrowSpec(own policy.Spec, parent *policy.Policy) policy.Spec {
 	if ps.Outside == policy.AccessNone {
 		out.Outside = policy.AccessNone
 	}
-	prot := own.Protected
-	if prot == nil {
-		prot = policy.DefaultProtected
-	}
-	out.Protected = slices.Clone(prot)
-	for _, p := range ps.Protected {
-		if !slices.Contains(out.Protected, p) {
-			out.Protected = append(out.Protected, p)
-		}
-	}
 	seen := map[string]bool{}
 	add := func(path string) {
 		if seen[path] || identity.Within(path, own.Primary) || identity.Within(own.Primary, path) {
@@ -325,6 +327,59 @@ func narrowSpec(own policy.Spec, parent *policy.Policy) policy.Spec {
 	}
 	for _, r := range ps.Additional {
 		add(r.Path)
+	}
+	prot := own.Protected
+	if prot == nil {
+		prot = policy.DefaultProtected
+	}
+	out.Protected = slices.Clone(prot)
+	for _, p := range inheritedProtected(ps, specRoots(own.Primary, out.Additional)) {
+		if !slices.Contains(out.Protected, p) {
+			out.Protected = append(out.Protected, p)
+		}
+	}
+	return out
+}
+
+// specRoots returns a policy's explicit roots: primary, then the
+// additional roots' directories.
+func specRoots(primary string, additional []policy.Root) []string {
+	out := []string{primary}
+	for _, r := range additional {
+		out = append(out, r.Path)
+	}
+	return out
+}
+
+// inheritedProtected returns the protected subpaths a child whose explicit
+// roots are roots must hold to protect no less than the parent (spec ps):
+// each place the parent protects (each protected subpath under each of the
+// parent's explicit roots, policy.Spec.Protected) that lies strictly below
+// one of the child's roots, relative to that root, in the parent's order,
+// once each. A child on the parent's own roots gets the parent's list; one
+// rooted at the parent's sub gets sub/sec.txt as sec.txt, and none of the
+// parent's places elsewhere (its roots do not reach them: what it may
+// write there, if anything, the narrowing check compares). A place that
+// is a child's root itself cannot be a subpath: the narrowing check
+// refuses such a child (it may write where the parent may not).
+func inheritedProtected(ps policy.Spec, roots []string) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, p := range ps.Protected {
+		for _, r := range specRoots(ps.Primary, ps.Additional) {
+			place := filepath.Join(r, p)
+			for _, c := range roots {
+				if c == "" || place == c || !identity.Within(place, c) {
+					continue
+				}
+				rel, err := filepath.Rel(c, place)
+				if err != nil || seen[rel] {
+					continue
+				}
+				seen[rel] = true
+				out = append(out, rel)
+			}
+		}
 	}
 	return out
 }

@@ -133,3 +133,56 @@ func TestSubSessionInherits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A sub-session rooted below its parent's root inherits the parent's
+// protected places below its root, rebased to it (the parent's
+// sub/sec.txt is the child's sec.txt: EACCES to the child, as to the
+// parent), and none of the parent's places outside it (top.txt); an
+// explicit list must hold the rebased name, and a later protection of the
+// parent below the child's root narrows the child at once. Before the
+// fix the child took the parent's list as it was (sub/sec.txt, top.txt
+// relative to its own root) and its create was refused: "policy is wider
+// than parent's ... (protected:sub/sec.txt)", or, given --protect sec.txt,
+// "policy protects less than parent: "sub/sec.txt" is missing".
+func TestSubSessionInheritsProtectedBelowRoot(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "sub/sec.txt", "sub/other", "sub/free", "top.txt")
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "P", Root: root, Policy: &api.Policy{Protected: []string{"sub/sec.txt", "top.txt"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Chdir(ctx, "P", "sub"); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(root, "sub")
+	if r := d.wsfs(t, "session", "create", "K", "--root", sub, "--parent", "P"); r.code != 0 {
+		t.Fatalf("create K: %+v", r)
+	}
+	if s, err := d.c.Get(ctx, "K"); err != nil || !slices.Equal(s.Policy.Protected, []string{"sec.txt"}) {
+		t.Fatalf("K's protected: %+v %v, want [sec.txt]", s.Policy.Protected, err)
+	}
+	if r := d.wsfs(t, "session", "create", "K2", "--root", sub, "--parent", "P", "--protect", "sec.txt"); r.code != 0 {
+		t.Fatalf("create K2 --protect sec.txt: %+v", r)
+	}
+	r := d.wsfs(t, "session", "create", "K3", "--root", sub, "--parent", "P", "--protect", "free")
+	if want := "wsfs: session \"K3\": policy protects less than parent \"P\": \"sec.txt\" is missing from protected; a sub-session may only narrow its parent's policy\n"; r.code != 2 || r.stderr != want {
+		t.Fatalf("create K3 --protect free: %+v, want exit 2 and %q", r, want)
+	}
+	for _, id := range []string{"K", "K2"} {
+		if got, want := tryIn(t, d, id, "append", "sec.txt", "append", "free"), "append sec.txt EACCES\nappend free ok\n"; got != want {
+			t.Fatalf("%s:\n got %q\nwant %q", id, got, want)
+		}
+	}
+	// The parent protects sub/other too: K is narrowed at once.
+	if _, err := d.c.PatchPolicy(ctx, "P", api.PolicyPatch{Protected: []string{"sub/other"}}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := d.c.Get(ctx, "K"); err != nil || !slices.Equal(s.Policy.Protected, []string{"sec.txt", "other"}) {
+		t.Fatalf("K's protected after the parent's narrowing: %+v %v, want [sec.txt other]", s.Policy.Protected, err)
+	}
+	if got, want := tryIn(t, d, "K", "append", "other"), "append other EACCES\n"; got != want {
+		t.Fatalf("K after the parent's narrowing:\n got %q\nwant %q", got, want)
+	}
+}
