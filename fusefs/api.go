@@ -81,6 +81,15 @@ type Config struct {
 	// directory another mount's sessions can change (a sub-session's root
 	// in its parent's layer) cannot redirect the mount.
 	Backing string
+	// Lower, with Backing, is the directory under Backing's overlay (a
+	// layered session's project, canonical), whose objects' identities the
+	// policy protects: an object of the overlay is identified by its
+	// origin's (dev, ino) there (overlay.go), so a hard link, in the
+	// project or made in the layer, reaching a protected file is protected
+	// too. An object with no origin (made in the layer) has no identity
+	// there: the path rules alone decide it. Empty: objects are identified
+	// by their own (dev, ino).
+	Lower string
 	// BeforeWrite, when set, is called with the path (Root's) of every
 	// write the policy allows, before the write is made: a layered session
 	// records there what the project held before the layer changed it.

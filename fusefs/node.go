@@ -57,6 +57,9 @@ type mount struct {
 	// root. before is Config.BeforeWrite.
 	backing string
 	before  func(path string)
+	// lower is Config.Lower's: the project objects of an overlay
+	// (overlay.go); nil when the backing objects are their own identity.
+	lower *lowerLayer
 	// ring is set when requests come over io_uring (mountRaw).
 	ring *transport.URing
 	// sh is the session's share of the descriptor cache, mfds the
@@ -127,6 +130,9 @@ type node struct {
 	backing backing
 	// xattrs holds the extended attribute names known to be absent.
 	xattrs xattrAbsent
+	// projID caches, in a layered mount, the project identity of the
+	// node's overlay object (fileID), once known: an origin never changes.
+	projID atomic.Pointer[identity.FileID]
 }
 
 var (
@@ -645,8 +651,20 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	return 0
 }
 
-// fileID is the (dev, ino) of the node's object; zero when fstat fails.
+// fileID is the (dev, ino) of the node's object, the policy's identity of
+// it: in a layered mount its origin's in the project (overlay.go); zero
+// when it cannot be told (fstat fails; an overlay object with no origin).
 func (n *node) fileID() identity.FileID {
+	if l := n.m.lower; l != nil {
+		if id := n.projID.Load(); id != nil {
+			return *id
+		}
+		id, known := l.originOf(n.fd(), n.desc.htype, n.desc.handle, n.IsRoot())
+		if known {
+			n.projID.Store(&id)
+		}
+		return id
+	}
 	var st syscall.Stat_t
 	if fstat(n.fd(), &st) != nil {
 		return identity.FileID{}

@@ -138,6 +138,16 @@ func Mount(cfg Config) (*Server, error) {
 	if served != root {
 		m.backing = served
 	}
+	if cfg.Lower != "" {
+		if cfg.Backing == "" {
+			unix.Close(rootFd)
+			return nil, fmt.Errorf("lower %q: needs a backing overlay (Backing)", cfg.Lower)
+		}
+		if m.lower, err = openLower(cfg.Lower, filepath.Clean(cfg.Lower) == root); err != nil {
+			unix.Close(rootFd)
+			return nil, fmt.Errorf("lower %q: %s", cfg.Lower, describe(err))
+		}
+	}
 	m.cross = newCrossings(root, hidden, cfg.Shared, cfg.Owner)
 	if cfg.Adopt != nil {
 		// The restored nodes were never looked up by this process: the
@@ -262,6 +272,7 @@ func (m *mount) serve(rootFd int, st *syscall.Stat_t, o serveOpts) (*Server, err
 		}
 		rootNode.desc.close()
 		m.mfds.close()
+		m.lower.close()
 		dropShare(m.sh)
 		if o.adopt != nil {
 			return nil, fmt.Errorf("take over %q: %w", o.mountpoint, err)
@@ -786,6 +797,7 @@ func (s *Server) Wait() {
 		}
 		s.rootNode.desc.close()
 		s.m.mfds.close()
+		s.m.lower.close()
 		dropShare(s.m.sh)
 	})
 }

@@ -44,13 +44,16 @@ func (l *Layer) Config(cfg fusefs.Config) fusefs.Config { return layered(cfg, l)
 // in the project (the merged root for the project itself, a directory of
 // it for a sub-session's root inside the project: backingOf), no watcher
 // (host changes below an overlay raise no events on it), so the kernel's
-// caches keep the short timeouts, and every allowed write first records
-// the project's baseline.
+// caches keep the short timeouts, every allowed write first records
+// the project's baseline, and the overlay's objects are identified by
+// their origins in the project (fusefs.Config.Lower: the policy protects
+// project objects, a hard link to one included).
 func layered(cfg fusefs.Config, l *Layer) fusefs.Config {
 	if l == nil {
 		return cfg
 	}
 	cfg.Backing = l.backingOf(cfg.Root)
+	cfg.Lower = l.Lower
 	cfg.BeforeWrite = l.Before
 	cfg.NoWatch = true
 	return cfg
