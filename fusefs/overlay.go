@@ -1,12 +1,15 @@
 package fusefs
 
 import (
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/policy"
 )
 
 // The project identity of an overlay object (Config.Lower).
@@ -147,4 +150,76 @@ func (l *lowerLayer) originOf(fd int, htype int32, h []byte, root bool) (id iden
 		return identity.FileID{}, false
 	}
 	return identity.FileID{Dev: st.Dev, Ino: st.Ino}, true
+}
+
+// objectAt returns the object a write at the canonical path p acts on,
+// identified as the mount's node for it is (node.fileID): Self when p
+// exists, else the directory holding its name (Dir, Name), as the
+// operations on an existing object and on a new name ask. The object is
+// the one the mount serves at p: below the served tree (Backing, else
+// Root; "/" for a host view), opened fd-relative without following a
+// symlink (a canonical path has none; one now means a swap: unknown).
+// Unknown parts are zero (not checked), as when fstat fails for a node.
+func (m *mount) objectAt(p string) policy.Object {
+	base, rel := "/", strings.TrimPrefix(p, "/")
+	if m.host == nil {
+		if !identity.Within(p, m.root) {
+			return policy.Object{}
+		}
+		base = m.root
+		if m.backing != "" {
+			base = m.backing
+		}
+		rel = "."
+		if p != m.root {
+			rel = p[len(m.root)+1:]
+			if m.root == "/" {
+				rel = p[1:]
+			}
+		}
+	}
+	if rel == "" {
+		rel = "."
+	}
+	bfd, err := identity.OpenCanonical(base)
+	if err != nil {
+		return policy.Object{}
+	}
+	defer unix.Close(bfd)
+	open := func(rel string) (int, error) {
+		return unix.Openat2(bfd, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+	}
+	idOf := func(fd int, rel string) identity.FileID {
+		if m.lower != nil {
+			id, _ := m.lower.originOf(fd, -1, nil, rel == "." && m.host == nil)
+			return id
+		}
+		var st syscall.Stat_t
+		if fstat(fd, &st) != nil {
+			return identity.FileID{}
+		}
+		return identity.FileID{Dev: st.Dev, Ino: st.Ino}
+	}
+	fd, err := open(rel)
+	if err == nil {
+		defer unix.Close(fd)
+		return policy.Object{Self: idOf(fd, rel)}
+	}
+	if err != unix.ENOENT || rel == "." {
+		return policy.Object{}
+	}
+	dir, name := filepath.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	dfd, err := open(dir)
+	if err != nil {
+		return policy.Object{}
+	}
+	defer unix.Close(dfd)
+	return policy.Object{Dir: idOf(dfd, dir), Name: name}
 }

@@ -624,10 +624,12 @@ func changedRoots(a, b policy.Spec) []string {
 // "hostview:passage"; a session link cannot be changed; a mount on the way
 // of a refused type, or whose source lies in a none root, is EACCES
 // "hostview:mount-type" or "hostview:mount-source"), then the policy
-// (policy.Policy.Decide: a none root is EACCES "root:none"). What a
-// particular inode adds (the protection that follows a renamed protected
-// object) is not known here. Decide reads /proc/self/mountinfo on a host
-// view: meant for a cd, not for every access.
+// (policy.Policy.DecideAt: a none root is EACCES "root:none"). A write is
+// decided with the object's identity as the mount's node has it (objectAt:
+// a hard link to a protected file is protected; in a layered mount by its
+// origin in the project), so the answer is the one a process meets.
+// Decide reads /proc/self/mountinfo on a host view: meant for a cd or a
+// resolve, not for every access.
 func (s *Server) Decide(op policy.Op, p string) policy.Decision {
 	if cs := s.m.cross; cs != nil && p != s.m.root && identity.Within(p, s.m.root) {
 		// The mounts on the way to p inside the root, which no lookup
@@ -638,7 +640,11 @@ func (s *Server) Decide(op policy.Op, p string) policy.Decision {
 	if d, ok := s.m.way(p); !ok {
 		return d
 	}
-	d := s.m.judge(op, p, policy.Object{})
+	var obj policy.Object
+	if op.IsWrite() {
+		obj = s.m.objectAt(p)
+	}
+	d := s.m.judge(op, p, obj)
 	// A refusal decided at a mount's source is named by the mount's rule
 	// when that refuses it too, as a lookup crossing it is refused.
 	if h := s.m.host; h != nil && (d.Allow || s.m.cross.sources(p) != nil) {
