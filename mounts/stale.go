@@ -71,6 +71,19 @@ func abortConnection(dev string) error {
 	return transport.AbortConnection(strconv.FormatUint(major<<20|minor, 10))
 }
 
+// DaemonOf returns the pid of the wsfs serve that holds state directory
+// stateDir (its lock, <stateDir>/lock, from /proc/locks), or 0 when none
+// does (none runs, or it is on its way out: killed, its lock not released
+// yet). For `wsfs doctor`: a mount whose connection a holder keeps for a
+// state directory no daemon holds waits for the next daemon.
+func DaemonOf(stateDir string) int {
+	pid := lockHolder(filepath.Join(stateDir, "lock"))
+	if pid != 0 && dying(pid) {
+		return 0
+	}
+	return pid
+}
+
 // lockHolder returns the pid holding an flock on the file at path, from
 // /proc/locks, or 0.
 func lockHolder(path string) int {

@@ -91,6 +91,18 @@ func (p *parking) remove(name string) {
 	p.cycle(b, func(n string, fd int) bool { return n != name })
 }
 
+// names returns the names held, without reading a descriptor back.
+func (p *parking) names() []string {
+	out := make([]string, 0, len(p.loose)+len(p.where))
+	for n := range p.loose {
+		out = append(out, n)
+	}
+	for n := range p.where {
+		out = append(out, n)
+	}
+	return out
+}
+
 // each calls f with every held descriptor and its name, sorted by neither;
 // the descriptor is f's only for the call.
 func (p *parking) each(f func(name string, fd int) error) error {

@@ -56,7 +56,7 @@ func ValidName(name string) bool {
 // holderMsg is one message of the holder protocol: a JSON object on a
 // SOCK_SEQPACKET Unix socket, descriptors in SCM_RIGHTS beside it.
 type holderMsg struct {
-	Op    string `json:"op,omitempty"` // put, remove, take, ping, exit; replies: entry, end
+	Op    string `json:"op,omitempty"` // put, remove, take, names, ping, exit; replies: entry, end
 	Name  string `json:"name,omitempty"`
 	Error string `json:"error,omitempty"`
 	Pid   int    `json:"pid,omitempty"`
@@ -114,7 +114,7 @@ func (h *Holder) call(m holderMsg, fds []int) ([]holderMsg, [][]int, error) {
 			closeAll(rfds)
 			return nil, nil, fmt.Errorf("holder: %s", r.Error)
 		}
-		if m.Op != "take" {
+		if m.Op != "take" && m.Op != "names" {
 			closeAll(rfds)
 			return append(msgs, r), all, nil
 		}
@@ -193,6 +193,23 @@ func TakeNamed(st Store, name string) (int, bool, error) {
 		return -1, false, nil
 	}
 	return fd, true, nil
+}
+
+// Names returns the names of the descriptors the holder keeps, without
+// the descriptors (for `wsfs doctor`: ConnName of a mountpoint tells
+// whose connection is kept). A holder of an earlier version, which has
+// no such op, answers with an error.
+func (h *Holder) Names() ([]string, error) {
+	msgs, fds, err := h.call(holderMsg{Op: "names"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, m := range msgs {
+		closeAll(fds[i])
+		out = append(out, m.Name)
+	}
+	return out, nil
 }
 
 // Ping returns the holder's pid, or an error when none answers at Socket.
@@ -360,6 +377,16 @@ func RunHolder(socket string, ready func()) error {
 					mu.Unlock()
 					if werr != nil {
 						return
+					}
+					reply.Op = "end"
+				case "names":
+					mu.Lock()
+					names := held.names()
+					mu.Unlock()
+					for _, n := range names {
+						if sendMsg(c, holderMsg{Op: "entry", Name: n}, nil) != nil {
+							return
+						}
 					}
 					reply.Op = "end"
 				case "ping":

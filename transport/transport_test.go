@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,8 +214,15 @@ func TestHolder(t *testing.T) {
 	if n, err := unix.Pread(got["x.fuse"], buf, 0); err != nil || string(buf[:n]) != stateMagic {
 		t.Errorf("x.fuse: %q %v", buf, err)
 	}
+	// names: the names alone, no descriptor received.
+	if names, err := h.Names(); err != nil || !slices.Equal(slices.Sorted(slices.Values(names)), []string{"x.fuse", "y.state"}) {
+		t.Errorf("names: %q %v, want x.fuse and y.state", names, err)
+	}
 	if err := h.Remove("x.fuse"); err != nil {
 		t.Fatal(err)
+	}
+	if names, err := h.Names(); err != nil || !slices.Equal(names, []string{"y.state"}) {
+		t.Errorf("names after remove: %q %v, want y.state", names, err)
 	}
 	if got, _ := h.Take(); len(got) != 1 || got["y.state"] == 0 {
 		t.Errorf("after remove: %v", got)

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,29 +56,40 @@ enable_uring parameter is on, else /dev/fuse), whether sessions can outlive
 a daemon restart (root, Linux 6.9+), bubblewrap and the Landlock
 ABI (for exec --confine), user_allow_other in /etc/fuse.conf (for --allow-other), the
 descriptor limit a server gets (one descriptor per inode the kernel keeps) and
-stale wsfs mounts (a daemon that died). Prints one line per check:
+stale wsfs mounts (a daemon that died), hung ones (probed 16 at a time, 2s
+each), and mounts whose daemon is down while its holder keeps their
+connections (after a crash: they wait for the next wsfs serve). Prints one
+line per check, as each ends:
 "ok|warn|fail  NAME: DETAIL[ — fix: FIX]"; with --json one object per line
 {"name","status","detail","fix"}. Exit code 1 when a check fails (warnings do
 not fail).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			checks := []check{checkDevFuse(), checkMountHelper(), checkPassthrough(), checkTransport(transport.KernelURing()), checkRestarts(), checkBwrap(), checkLandlock(), checkAllowOther(), checkDescriptors(fusefs.RaiseDescriptorLimit())}
-			checks = append(checks, checkStaleMounts()...)
 			failed := false
-			for _, c := range checks {
-				if c.Status == checkFail {
-					failed = true
+			// Each line as soon as its check is done: the mounts' probes
+			// come last and take up to probeTimeout.
+			emit := func(cs ...check) {
+				for _, c := range cs {
+					if c.Status == checkFail {
+						failed = true
+					}
+					if jsonOutput(cmd) {
+						writeJSON(cmd.OutOrStdout(), c)
+						continue
+					}
+					line := fmt.Sprintf("%-4s  %s: %s", c.Status, c.Name, c.Detail)
+					if c.Fix != "" {
+						line += " — fix: " + c.Fix
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), line)
 				}
-				if jsonOutput(cmd) {
-					writeJSON(cmd.OutOrStdout(), c)
-					continue
-				}
-				line := fmt.Sprintf("%-4s  %s: %s", c.Status, c.Name, c.Detail)
-				if c.Fix != "" {
-					line += " — fix: " + c.Fix
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), line)
 			}
+			for _, f := range []func() check{checkDevFuse, checkMountHelper, checkPassthrough,
+				func() check { return checkTransport(transport.KernelURing()) }, checkRestarts, checkBwrap, checkLandlock,
+				checkAllowOther, func() check { return checkDescriptors(fusefs.RaiseDescriptorLimit()) }} {
+				emit(f())
+			}
+			emit(checkStaleMounts()...)
 			if failed {
 				return errReported
 			}
@@ -261,8 +275,12 @@ func checkBwrap() check {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bw, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
-		"--cap-drop", "ALL", "--", "true").CombinedOutput()
+	bcmd := exec.CommandContext(ctx, bw, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
+		"--cap-drop", "ALL", "--", "true")
+	// Killed at the timeout; its output pipe may be held by a child it
+	// made that is stuck too: wait for that no longer than this.
+	bcmd.WaitDelay = time.Second
+	out, err := bcmd.CombinedOutput()
 	if err != nil {
 		c.Status, c.Detail, c.Fix = checkFail, fmt.Sprintf("%s cannot build a jail: %v: %s", bw, err, firstLine(string(out))), "run as root, or allow unprivileged user namespaces (kernel.unprivileged_userns_clone=1)"
 		return c
@@ -300,15 +318,24 @@ func checkAllowOther() check {
 	return c
 }
 
-// probeTimeout bounds how long doctor waits for one mount to answer.
-const probeTimeout = 2 * time.Second
+// probeTimeout bounds how long doctor waits for one mount to answer;
+// probeParallel mounts are probed at once, so that many mounts no daemon
+// serves cost seconds, not a timeout each.
+const (
+	probeTimeout  = 2 * time.Second
+	probeParallel = 16
+)
 
 // probeMount statfs's mp in a child process (stat -f) and returns ENOTCONN for
 // a dead mount, ETIMEDOUT for one that does not answer, else 0. A hung FUSE
-// mount leaves a stat(2) in uninterruptible sleep: in a child, only the
-// child is stuck, and doctor still reports and exits. ECONNABORTED (over
-// io_uring, a request made while the kernel tears a dead server's ring
-// down) is asked once more, as fusefs.Statfs does.
+// mount leaves a stat(2) waiting: in a child, only the child waits, and
+// doctor still reports and exits. The child is killed at the timeout (a
+// process waiting for a FUSE request that no server has read yet, as on a
+// kept connection no daemon serves, dies of SIGKILL; one whose request a
+// stuck server read may not, and is left after a short wait) and when
+// doctor dies (PR_SET_PDEATHSIG), so that no probe outlives doctor.
+// ECONNABORTED (over io_uring, a request made while the kernel tears a
+// dead server's ring down) is asked once more, as fusefs.Statfs does.
 func probeMount(mp string) unix.Errno {
 	e := probeMountOnce(mp)
 	if e == unix.ECONNABORTED {
@@ -330,6 +357,7 @@ func probeMountOnce(mp string) unix.Errno {
 	// ENOTCONN apart, so it runs in the C locale.
 	cmd.Env = []string{"LC_ALL=C", "PATH=" + os.Getenv("PATH")}
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return 0
 	}
@@ -346,13 +374,28 @@ func probeMountOnce(mp string) unix.Errno {
 		}
 		return 0
 	case <-time.After(probeTimeout):
-		cmd.Process.Kill() // not waited for: it may never wake
+		cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(probeReap):
+			// Not waited for longer: its request was read by a server
+			// that is stuck, and it may never wake.
+		}
 		return unix.ETIMEDOUT
 	}
 }
 
-// checkStaleMounts finds wsfs mounts (type fuse.wsfs) whose server is gone:
-// stat gives ENOTCONN. One check per stale mount, or one ok line.
+// probeReap bounds the wait for a probe killed at its timeout.
+const probeReap = time.Second
+
+// checkStaleMounts finds wsfs mounts (type fuse.wsfs) whose server is gone
+// (stat gives ENOTCONN: one check per stale mount) or that do not answer,
+// probing them probeParallel at a time. A mount that does not answer and
+// whose connection a holder process keeps for a state directory no daemon
+// holds is waiting for the next daemon: one check per such state
+// directory says so, naming its mounts. Others are hung mounts, named
+// with the daemon that holds their state directory when one does. One ok
+// line when every mount answers.
 func checkStaleMounts() []check {
 	table, err := fusefs.MountTable()
 	if err != nil {
@@ -360,26 +403,66 @@ func checkStaleMounts() []check {
 	}
 	var out []check
 	live := 0
-	mps := make([]string, 0, len(table))
-	for mp := range table {
-		mps = append(mps, mp)
+	var mps []string
+	for mp, e := range table {
+		if e.FSType == "fuse.wsfs" {
+			mps = append(mps, mp)
+		}
 	}
 	sort.Strings(mps) // one line each, in a stable order
+	probed := make([]unix.Errno, len(mps))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, probeParallel)
+	for i, mp := range mps {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			probed[i] = probeMount(mp)
+			<-slots
+		}()
+	}
+	wg.Wait()
 	stale := map[string]bool{}
-	for _, mp := range mps {
-		if table[mp].FSType != "fuse.wsfs" {
-			continue
-		}
-		switch probeMount(mp) {
+	var hung []string
+	for i, mp := range mps {
+		switch probed[i] {
 		case unix.ENOTCONN:
 			stale[mp] = true
-			continue
 		case unix.ETIMEDOUT:
+			hung = append(hung, mp)
+		default:
+			live++
+		}
+	}
+	var keepers map[string]keeper
+	if len(hung) > 0 {
+		keepers = findKeepers()
+	}
+	waiting := map[string][]string{} // state directory: its mounts no daemon serves
+	var downDirs []string
+	for _, mp := range hung {
+		k, kept := keepers[transport.ConnName(mp)]
+		switch {
+		case kept && k.daemon == 0:
+			if waiting[k.stateDir] == nil {
+				downDirs = append(downDirs, k.stateDir)
+			}
+			waiting[k.stateDir] = append(waiting[k.stateDir], mp)
+		case kept:
+			out = append(out, check{Name: "hung mount", Status: checkFail,
+				Detail: fmt.Sprintf("%s: does not answer within %s; wsfs serve pid %d (state directory %s) serves it, its connection kept by holder pid %d", mp, probeTimeout, k.daemon, k.stateDir, k.holder),
+				Fix:    fmt.Sprintf("see that daemon's log; if it is stuck, kill -9 %d and start wsfs serve --state-dir %s again: the next daemon serves the mount on", k.daemon, k.stateDir)})
+		default:
 			out = append(out, check{Name: "hung mount", Status: checkFail, Detail: mp + ": does not answer within " + probeTimeout.String(),
 				Fix: "if a wsfs serve that keeps its connections is down, start it again: it serves this mount on; otherwise abort its FUSE connection (echo 1 > " + abortFile(table[mp].Dev) + ") and wsfs unmount " + mp})
-			continue
 		}
-		live++
+	}
+	for _, dir := range downDirs {
+		k := keepers[transport.ConnName(waiting[dir][0])]
+		out = append(out, check{Name: "daemon not running", Status: checkFail,
+			Detail: fmt.Sprintf("no wsfs serve runs for state directory %s: holder pid %d keeps its sessions' connections, waiting for the next daemon; processes in these mounts wait until it starts: %s", dir, k.holder, strings.Join(waiting[dir], ", ")),
+			Fix:    fmt.Sprintf("start wsfs serve --state-dir %s (with the --socket and --mount-base it ran with): it serves these mounts on (to end them instead, stop that daemon with SIGINT, the full stop)", dir)})
 	}
 	for _, mp := range mps {
 		if !stale[mp] {
@@ -397,6 +480,82 @@ func checkStaleMounts() []check {
 	}
 	if len(out) == 0 {
 		out = append(out, check{Name: "stale mounts", Status: checkOK, Detail: fmt.Sprintf("none (%d live wsfs mounts)", live)})
+	}
+	return out
+}
+
+// keeper is who keeps a FUSE connection: the holder process (pid) of a
+// daemon's state directory, and the daemon holding that directory (0:
+// none runs).
+type keeper struct {
+	stateDir       string
+	holder, daemon int
+}
+
+// keeperTimeout bounds the wait for a holder's answer (it does no FUSE
+// I/O, but a stopped one would never answer).
+const keeperTimeout = 2 * time.Second
+
+// findKeepers returns, by connection name (transport.ConnName of its
+// mountpoint), the connections the holder processes running here keep:
+// each `wsfs holder --socket <state-dir>/holder.sock` (holderArgv) found in
+// /proc that answers names the descriptors it keeps (transport.Holder.Names).
+// Connections kept by systemd's file descriptor store are not known here.
+func findKeepers() map[string]keeper {
+	out := map[string]keeper{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	seen := map[string]bool{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		if len(argv) != 4 || argv[1] != "holder" || argv[2] != "--socket" || seen[argv[3]] {
+			continue
+		}
+		socket := argv[3]
+		seen[socket] = true
+		type answer struct {
+			pid   int
+			names []string
+			err   error
+		}
+		ch := make(chan answer, 1)
+		go func() {
+			h := &transport.Holder{Socket: socket}
+			defer h.Close()
+			p, err := h.Ping()
+			if err != nil {
+				ch <- answer{err: err}
+				return
+			}
+			names, err := h.Names()
+			ch <- answer{p, names, err}
+		}()
+		var a answer
+		select {
+		case a = <-ch:
+		case <-time.After(keeperTimeout):
+			continue
+		}
+		if a.err != nil || a.pid != pid {
+			continue
+		}
+		dir := filepath.Dir(socket)
+		k := keeper{stateDir: dir, holder: pid, daemon: mounts.DaemonOf(dir)}
+		for _, n := range a.names {
+			if conn, ok := strings.CutSuffix(n, ".fuse"); ok {
+				out[conn] = k
+			}
+		}
 	}
 	return out
 }
