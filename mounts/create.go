@@ -561,12 +561,14 @@ func (c *creation) startDir(ctx context.Context) error {
 		p = c.startRel
 	}
 	rel, derr := c.m.dirInMount(ctx, c.m.view(c.root, c.key, c.srv, c.id), ".", p)
+	// The errno is carried (%w), as a cd's is: a refusal by permission
+	// (EACCES) is a runtime failure (CLI exit 1), not bad input.
 	if derr != nil && c.spec.Cwd == "" {
-		return errorf(CodeInvalid, "session %q: working directory inherited from the parent session %q: %v; cd the parent into the new root first, or create without the parent and give one (cwd, --cwd)", c.id, c.spec.Parent, derr)
+		return errorf(CodeInvalid, "session %q: working directory inherited from the parent session %q: %w; cd the parent into the new root first (session cwd %s --cd DIR), or create without the parent and give one (cwd, --cwd)", c.id, c.spec.Parent, derr, c.spec.Parent)
 	}
 	if derr != nil {
 		// Named as both the API field and the CLI flag that set it.
-		return errorf(CodeInvalid, "session %q: cwd (--cwd) %v", c.id, derr)
+		return errorf(CodeInvalid, "session %q: cwd (--cwd) %w", c.id, derr)
 	}
 	c.startRel = rel
 	return nil

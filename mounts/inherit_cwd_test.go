@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsfs/wsfs/identity"
+	"github.com/wsfs/wsfs/mounts"
 	"github.com/wsfs/wsfs/mounts/api"
 )
 
@@ -13,7 +15,8 @@ import (
 // parent's root, while the parent's working directory is that root (above
 // the child's root, which the child's host view only passes through), is
 // refused with a message saying the working directory was inherited and how
-// to give another.
+// to give another; a refusal by permission (EACCES, in the API's answer too),
+// so the CLI exits 1 as the README says (it exited 2 before).
 func TestSubSessionInheritedCwdRefused(t *testing.T) {
 	dir := newDaemonDir(t)
 	d := startDaemon(t, dir)
@@ -26,9 +29,12 @@ func TestSubSessionInheritedCwdRefused(t *testing.T) {
 	src := filepath.Join(proj, "src")
 	r := d.wsfs(t, "session", "create", "c1", "--parent", "s1", "--root", src)
 	head := `wsfs: session "c1": working directory inherited from the parent session "s1": `
-	tail := "; cd the parent into the new root first, or create without the parent and give one (cwd, --cwd)\n"
-	if r.code != 2 || !strings.HasPrefix(r.stderr, head) || !strings.HasSuffix(r.stderr, tail) || strings.Count(r.stderr, "\n") != 1 {
-		t.Fatalf("create c1 --parent s1 --root proj/src: exit %d stderr %q, want 2 %q…%q", r.code, r.stderr, head, tail)
+	tail := "; cd the parent into the new root first (session cwd s1 --cd DIR), or create without the parent and give one (cwd, --cwd)\n"
+	if r.code != 1 || !strings.HasPrefix(r.stderr, head) || !strings.HasSuffix(r.stderr, tail) || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "permission denied") {
+		t.Fatalf("create c1 --parent s1 --root proj/src: exit %d stderr %q, want 1 %q…permission denied…%q", r.code, r.stderr, head, tail)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "c1", Parent: "s1", Root: src}); mounts.CodeOf(err) != mounts.CodeInvalid || identity.ErrnoName(err) != "EACCES" {
+		t.Fatalf("create c1 by the API: %v (errno %q), want invalid with EACCES", err, identity.ErrnoName(err))
 	}
 	// The fix the message names: the parent into the new root first.
 	if r := d.wsfs(t, "session", "cwd", "s1", "--cd", "src"); r.code != 0 {
