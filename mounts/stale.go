@@ -347,7 +347,9 @@ func takeOver(f *os.File, pid int, lockPath string, log *slog.Logger, pred **pre
 			writeHandover(state, handover{Successor: os.Getpid(), Start: self})
 		}
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	// ESRCH: it ended (a kill -9 landing) since the lock was found held;
+	// its lock is let go with its last descriptor, awaited below.
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("held by pid %d, which could not be asked to stop: %v", pid, err)
 	}
 	deadline := time.Now().Add(lockWait)

@@ -283,3 +283,37 @@ func TestDecodeBodyUnknownFieldWhere(t *testing.T) {
 		}
 	}
 }
+
+// A takeover whose running daemon ends (a kill -9 landing) between the look
+// at the lock and the SIGTERM finds no process to signal (ESRCH): it waits
+// for the lock, which the ended daemon let go, instead of failing with
+// "could not be asked to stop: no such process" (a restart right after a
+// kill -9 failed so).
+func TestTakeOverHolderEnded(t *testing.T) {
+	dir := t.TempDir()
+	lockPath := filepath.Join(dir, "lock")
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := ended.Process.Pid // reaped: kill(2) says ESRCH
+	if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+		t.Skipf("pid %d was reused (kill: %v)", pid, err)
+	}
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := takeOver(f, pid, lockPath, slog.Default(), nil); err != nil {
+		t.Fatalf("takeOver from ended pid %d = %v, want nil", pid, err)
+	}
+	other, err := os.OpenFile(lockPath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Errorf("flock by another description after takeOver = %v, want EWOULDBLOCK (takeOver holds it)", err)
+	}
+}
