@@ -277,6 +277,9 @@ func (s *session) snapshot() Session {
 	if s.failed != "" {
 		out.State, out.Error = StateFailed, s.failed
 	}
+	if s.srv != nil {
+		out.Transport = s.srv.Transport()
+	}
 	return out
 }
 

@@ -169,6 +169,10 @@ type Session struct {
 	// LayerOf is, for a sub-session of a layered session, the session
 	// whose layer its mount serves (record.LayerOf); "" otherwise.
 	LayerOf string `json:"layer_of,omitempty"`
+	// Transport is how requests reach the session's mount:
+	// transport.NameURing ("io-uring", FUSE over io_uring) or
+	// transport.NameDev ("/dev/fuse"); "" while it is not mounted.
+	Transport string `json:"transport,omitempty"`
 }
 
 // The session states.

@@ -65,6 +65,6 @@ func apiSession(s Session) api.Session {
 		ID: s.ID, Origin: s.Origin, Root: s.Root, Mountpoint: s.Mountpoint,
 		Mode: string(s.Mode), Policy: APIPolicy(s.Policy), Symlinks: string(s.Symlinks),
 		Parent: s.Parent, Cwd: s.Cwd, CwdPhysical: s.CwdPhysical, TmpDir: s.TmpDir, AllowWrite: s.AllowWrite, Users: s.Users, Labels: s.Labels,
-		Created: s.Created, State: s.State, Error: s.Error, Layer: s.Layer, LayerOf: s.LayerOf,
+		Created: s.Created, State: s.State, Error: s.Error, Layer: s.Layer, LayerOf: s.LayerOf, Transport: s.Transport,
 	}
 }

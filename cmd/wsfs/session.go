@@ -294,6 +294,7 @@ func printSession(cmd *cobra.Command, s api.Session) {
 	field("allow_write", strings.Join(s.AllowWrite, " "))
 	field("layer", s.Layer)
 	field("layer_of", s.LayerOf)
+	field("transport", s.Transport)
 	if len(s.Users) > 0 {
 		field("users", strings.Trim(fmt.Sprint(s.Users), "[]"))
 	}

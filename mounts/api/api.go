@@ -171,6 +171,10 @@ type Session struct {
 	// whose layer its mount serves (its diff, commit, discard,
 	// checkpoints and rollback are that session's); "" otherwise.
 	LayerOf string `json:"layer_of,omitempty"`
+	// Transport is how requests reach the session's mount: "io-uring"
+	// (FUSE over io_uring) or "/dev/fuse"; absent while it is not
+	// mounted (state "failed").
+	Transport string `json:"transport,omitempty"`
 }
 
 // Change is one path a layered session changed, as GET

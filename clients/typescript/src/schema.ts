@@ -580,6 +580,11 @@ export interface components {
             layer?: string;
             /** @description For a sub-session of a layered session: the session whose layer its mount serves below its root (that session's diff, commit, discard, checkpoints and rollback act on it; the sub-session's own are refused). */
             layer_of?: string;
+            /**
+             * @description How requests reach the session's mount: FUSE over io_uring or /dev/fuse (wsfs serve --fuse-transport; a session kept across a takeover keeps its own). Absent while it is not mounted (state failed).
+             * @enum {string}
+             */
+            transport?: "io-uring" | "/dev/fuse";
         };
         Change: {
             /** @description Relative to the root. */
