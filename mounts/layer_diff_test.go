@@ -152,3 +152,38 @@ func TestLayerDiffLargeFile(t *testing.T) {
 		t.Fatalf("the daemon's peak resident size is %d MiB after the diffs, want under 256 MiB", hwm>>20)
 	}
 }
+
+// A text file the session added or deleted gets a unified diff against
+// /dev/null, as git diff shows a new or removed file; an empty or binary
+// one is listed without; --stat and a PATH elsewhere show none.
+func TestLayerDiffAddedDeletedText(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "old.txt", "keep/")
+	if err := os.WriteFile(filepath.Join(root, "old.txt"), []byte("x\ny"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "L", Root: root, Layer: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.exec(t, "L", nil, "bash", "-c", "printf 'a\\nb\\n' > new.txt && : > empty && printf 'z\\0' > bin && rm old.txt"); r.code != 0 {
+		t.Fatalf("layer writes: %+v", r)
+	}
+	r := d.wsfs(t, "session", "diff", "L")
+	want := "A bin (file)\nA empty (file)\nA new.txt (file)\nD old.txt (file)\n" +
+		"--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n" +
+		"--- a/old.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-x\n-y\n\\ No newline at end of file\n"
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("diff:\n%s\nwant\n%s(exit %d, stderr %q)", r.stdout, want, r.code, r.stderr)
+	}
+	r = d.wsfs(t, "session", "diff", "L", "--stat")
+	if want := "A bin (file)\nA empty (file)\nA new.txt (file)\nD old.txt (file)\n"; r.code != 0 || r.stdout != want {
+		t.Fatalf("diff --stat: %q, want %q", r.stdout, want)
+	}
+	r = d.wsfs(t, "session", "diff", "L", "keep")
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("diff L keep: exit %d %q, want nothing", r.code, r.stdout)
+	}
+}

@@ -105,7 +105,7 @@ func (l *Layer) diffWith(ctx context.Context, textUnder []string, text bool) ([]
 	if err != nil {
 		return nil, nil, fmt.Errorf("layer %q: baseline: %s", l.Dir, identity.ErrnoText(err))
 	}
-	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, deleted: map[string]objID{}, withLinks: true, gone: map[string]string{}}
+	d := &differ{l: l, upper: l.Upper(), base: base, ctx: ctx, text: text, textUnder: textUnder, textLeft: maxDiffTotal, deleted: map[string]objID{}, withLinks: true, gone: map[string]string{}}
 	if err := d.run(); err != nil {
 		return nil, nil, err
 	}
@@ -195,6 +195,7 @@ type differ struct {
 	base         map[string]baseRec
 	ctx          context.Context
 	textUnder    []string // unified diffs only below these (none: all)
+	textLeft     int      // bytes of diff text left in this answer (maxDiffTotal)
 	// withLinks: find the session's hard links (layerlinks.go) into li,
 	// reading the project by handle through lread (its root, O_RDONLY).
 	withLinks bool
@@ -249,7 +250,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 		}
 		if isWhiteout(&ust) {
 			if lst != nil {
-				d.out = append(d.out, api.Change{Path: up, Kind: ChangeDeleted, Type: typeName(lst.Mode)})
+				d.out = append(d.out, api.Change{Path: up, Kind: ChangeDeleted, Type: typeName(lst.Mode), Diff: d.wholeDiff(up, lp, false)})
 				d.deleted[up] = objID{lst.Dev, lst.Ino}
 				d.gone[up] = lp
 			}
@@ -263,7 +264,7 @@ func (d *differ) walk(urel, lrel string, lowerDir, opaque bool) error {
 		}
 		switch {
 		case lst == nil:
-			d.out = append(d.out, api.Change{Path: up, Kind: ChangeAdded, Type: typeName(ust.Mode)})
+			d.out = append(d.out, api.Change{Path: up, Kind: ChangeAdded, Type: typeName(ust.Mode), Diff: d.wholeDiff(up, lp, true)})
 		case lst.Mode&unix.S_IFMT != ust.Mode&unix.S_IFMT:
 			d.out = append(d.out, api.Change{Path: up, Kind: ChangeTypeChanged, Type: typeName(ust.Mode)})
 			d.deleted[up] = objID{lst.Dev, lst.Ino}
@@ -453,7 +454,7 @@ func (d *differ) compareFiles(up, lp string) (bool, string, error) {
 	if err != nil || same {
 		return same, "", err
 	}
-	if !d.text || !within(up, d.textUnder) || ust.Size > maxDiffText || lst.Size > maxDiffText {
+	if !d.text || !within(up, d.textUnder) || ust.Size > maxDiffText || lst.Size > maxDiffText || d.textLeft <= 0 {
 		return false, "", nil
 	}
 	ub, err := io.ReadAll(io.NewSectionReader(uf, 0, maxDiffText+1))
@@ -464,7 +465,43 @@ func (d *differ) compareFiles(up, lp string) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	return false, unifiedDiff(lp, up, lb, ub), nil
+	return false, d.spend(unifiedDiff("a/"+lp, "b/"+up, lb, ub)), nil
+}
+
+// wholeDiff returns, for text asked for, the unified diff of a regular
+// file the session added (added: the upper up against /dev/null) or
+// deleted (the project's lp to /dev/null), as git diff shows a new or
+// removed file; "" for any other object or one not shown (unifiedDiff).
+func (d *differ) wholeDiff(up, lp string, added bool) string {
+	if !d.text || !within(up, d.textUnder) || d.textLeft <= 0 {
+		return ""
+	}
+	root, rel := d.lroot, lp
+	if added {
+		root, rel = d.uroot, up
+	}
+	f, st, err := openRegular(root, rel)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st.Size > maxDiffText {
+		return ""
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, maxDiffText+1))
+	if err != nil {
+		return ""
+	}
+	if added {
+		return d.spend(unifiedDiff("/dev/null", "b/"+up, nil, b))
+	}
+	return d.spend(unifiedDiff("a/"+lp, "/dev/null", b, nil))
+}
+
+// spend counts diff against the answer's budget (textLeft) and returns it.
+func (d *differ) spend(diff string) string {
+	d.textLeft -= len(diff)
+	return diff
 }
 
 // sameContent reports whether a (size as) and b (bs) hold the same bytes,
@@ -522,15 +559,19 @@ func xattrsAt(dir, rel string) map[string]string {
 }
 
 // maxDiffText bounds the files Diff shows a unified diff of, and
-// maxDiffLines the lines of each side (the diff is quadratic).
+// maxDiffLines the lines of each side (the diff is quadratic);
+// maxDiffTotal the diff text of one answer: once it is spent, the
+// remaining files are listed without (an npm ci adds thousands).
 const (
 	maxDiffText  = 1 << 20
 	maxDiffLines = 4000
+	maxDiffTotal = 16 << 20
 )
 
 // unifiedDiff returns the unified diff (3 lines of context) from a (the
-// project's a/name) to b (the session's b/name), or "" when either is not
-// text (a NUL byte, or over maxDiffText or maxDiffLines).
+// project's, named aName: a/PATH or /dev/null) to b (the session's, bName),
+// or "" when either is not text (a NUL byte, or over maxDiffText or
+// maxDiffLines) or they are equal.
 func unifiedDiff(aName, bName string, a, b []byte) string {
 	if len(a) > maxDiffText || len(b) > maxDiffText || bytes.IndexByte(a, 0) >= 0 || bytes.IndexByte(b, 0) >= 0 {
 		return ""
@@ -576,8 +617,11 @@ func unifiedDiff(aName, bName string, a, b []byte) string {
 			j++
 		}
 	}
+	if !slices.ContainsFunc(ops, func(o op) bool { return o.kind != ' ' }) {
+		return "" // equal (two empty files)
+	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "--- a/%s\n+++ b/%s\n", aName, bName)
+	fmt.Fprintf(&out, "--- %s\n+++ %s\n", aName, bName)
 	const ctx = 3
 	for k := 0; k < len(ops); {
 		if ops[k].kind == ' ' {

@@ -202,7 +202,9 @@ type Change struct {
 	// session's first change there: commit refuses the path unless forced.
 	Conflict string `json:"conflict,omitempty"`
 	// Diff is a unified diff (project, then session) of a text file's
-	// content, when asked for and both sides are text under 1 MiB.
+	// content, when asked for and both sides are text under 1 MiB (an
+	// added or deleted file's against /dev/null, as git diff shows it); at
+	// most 16 MiB of diff text per answer, later files without.
 	Diff string `json:"diff,omitempty"`
 	// Links are the other paths of the same file in the session (its
 	// hard links, listed or not), sorted; a commit makes the paths it

@@ -602,7 +602,7 @@ export interface components {
             fields?: ("content" | "target" | "mode" | "owner" | "xattr")[];
             /** @description How the host changed the path since the session's first write there. */
             conflict?: string;
-            /** @description A unified diff of a text file (text=true; both sides text under 1 MiB). */
+            /** @description A unified diff of a text file (text=true; both sides text under 1 MiB; an added or deleted file against /dev/null, as git diff shows it; at most 16 MiB of diff text per answer, later files without). */
             diff?: string;
             /** @description The other paths of the same file in the session (its hard links, listed or not), sorted; a commit makes them one file in the project too. */
             links?: string[];
