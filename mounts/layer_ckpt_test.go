@@ -339,7 +339,8 @@ func TestLayerCheckpointBadInput(t *testing.T) {
 		t.Fatalf("removing a removed checkpoint: %v", err)
 	}
 	r = d.wsfs(t, "session", "checkpoints", "bad")
-	if want := "NAME" + strings.Repeat(" ", 62) + "CREATED"; r.code != 0 || !strings.HasPrefix(r.stdout, want) || strings.Count(r.stdout, "\n") != 2 {
+	if want := "NAME" + strings.Repeat(" ", 62) + "CREATED"; r.code != 0 || !strings.HasPrefix(r.stdout, want) || strings.Count(r.stdout, "\n") != 2 ||
+		!strings.HasSuffix(strings.SplitN(r.stdout, "\n", 2)[0], "  OBJECTS  BYTES") {
 		t.Fatalf("checkpoints: %+v", r)
 	}
 	if got := entries(t, filepath.Join(s.Layer, "checkpoints")); !reflect.DeepEqual(got, []string{strings.Repeat("x", 64)}) {

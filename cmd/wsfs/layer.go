@@ -240,7 +240,7 @@ func newSessionCheckpointsCmd() *cobra.Command {
 		Use:   "checkpoints ID",
 		Short: "List a layered session's checkpoints",
 		Long: `List the checkpoints of session ID (created with --layer), oldest first, as a
-table (NAME, CREATED, FILES, BYTES), or with --json as
+table (NAME, CREATED, OBJECTS, BYTES), or with --json as
 {"session","checkpoints":[...]} (GET /v1/sessions/{id}/checkpoints).`,
 		Args: exactArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -261,7 +261,7 @@ table (NAME, CREATED, FILES, BYTES), or with --json as
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tCREATED\tFILES\tBYTES")
+			fmt.Fprintln(tw, "NAME\tCREATED\tOBJECTS\tBYTES")
 			for _, ck := range cs {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", ck.Name, ck.Created.Format(time.RFC3339), ck.Files, ck.Bytes)
 			}
