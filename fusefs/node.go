@@ -665,11 +665,7 @@ func (n *node) fileID() identity.FileID {
 		}
 		return id
 	}
-	var st syscall.Stat_t
-	if fstat(n.fd(), &st) != nil {
-		return identity.FileID{}
-	}
-	return identity.FileID{Dev: st.Dev, Ino: st.Ino}
+	return fdID(n.fd())
 }
 
 // check asks the policy about op on the node's own physical path and

@@ -181,6 +181,39 @@ func (m *mount) objectAt(p string) policy.Object {
 	if rel == "" {
 		rel = "."
 	}
+	idOf := func(fd int, rel string) identity.FileID {
+		if m.lower != nil {
+			id, _ := m.lower.originOf(fd, -1, nil, rel == "." && m.host == nil)
+			return id
+		}
+		return fdID(fd)
+	}
+	return objectBeneath(base, rel, idOf)
+}
+
+// ObjectAt returns the object a write at rel below the canonical directory
+// base acts on, as the policy identifies objects (policy.Object): Self,
+// the (dev, ino) of the object at rel when it exists (no symlink
+// followed, none crossed: a canonical path has none), else Dir and Name,
+// the directory that would hold it. Unknown parts are zero (not checked).
+// It is how a layer's commit asks about the project's objects, as the
+// mount asks about its nodes.
+func ObjectAt(base, rel string) policy.Object {
+	return objectBeneath(base, rel, func(fd int, _ string) identity.FileID { return fdID(fd) })
+}
+
+// fdID is the (dev, ino) of fd's object; zero when fstat fails.
+func fdID(fd int) identity.FileID {
+	var st syscall.Stat_t
+	if fstat(fd, &st) != nil {
+		return identity.FileID{}
+	}
+	return identity.FileID{Dev: st.Dev, Ino: st.Ino}
+}
+
+// objectBeneath is ObjectAt with the identity of an open object given by
+// idOf (rel "." for base itself).
+func objectBeneath(base, rel string, idOf func(fd int, rel string) identity.FileID) policy.Object {
 	bfd, err := identity.OpenCanonical(base)
 	if err != nil {
 		return policy.Object{}
@@ -191,17 +224,6 @@ func (m *mount) objectAt(p string) policy.Object {
 			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 		})
-	}
-	idOf := func(fd int, rel string) identity.FileID {
-		if m.lower != nil {
-			id, _ := m.lower.originOf(fd, -1, nil, rel == "." && m.host == nil)
-			return id
-		}
-		var st syscall.Stat_t
-		if fstat(fd, &st) != nil {
-			return identity.FileID{}
-		}
-		return identity.FileID{Dev: st.Dev, Ino: st.Ino}
 	}
 	fd, err := open(rel)
 	if err == nil {

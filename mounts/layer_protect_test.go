@@ -2,10 +2,12 @@ package mounts_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -157,5 +159,52 @@ func layerProtectedHardLink(t *testing.T, tmpfsState bool) {
 	}
 	if _, err := os.Lstat(filepath.Join(root, "h")); !os.IsNotExist(err) {
 		t.Fatalf("the layer's link reached the project: %v", err)
+	}
+}
+
+// A commit decides each path with the project object's identity, as the
+// mount decides: a session that removes g, a hard link to the protected f,
+// and makes a new g (upper-only: writable) with another mode, owner and an
+// xattr may not commit g, whose change a commit makes to the project's g,
+// f's inode (before the fix f became -rwsrwxrwx nobody, user.evil=1). The
+// project's f keeps its bytes, mode, owner and xattrs; g is left in the
+// layer, refused by "protected:f".
+func TestLayerCommitProtectedAlias(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f", "other")
+	f := filepath.Join(root, "f")
+	if err := os.WriteFile(f, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(f, filepath.Join(root, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "L", Root: root, Layer: true, Policy: &api.Policy{Protected: []string{"f"}}}); err != nil {
+		t.Fatal(err)
+	}
+	script := "rm g && printf 'secret\\n' > g && setfattr -n user.evil -v 1 g && chown 65534:65534 g && chmod 4777 g && echo changed > other && echo ok"
+	if r := d.exec(t, "L", nil, "sh", "-c", script); r.code != 0 || r.stdout != "ok\n" {
+		t.Fatalf("in the session: %+v", r)
+	}
+	res, err := d.c.Commit(ctx, "L", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.Applied, []string{"other"}) || len(res.Refused) != 1 || res.Refused[0].Path != "g" ||
+		!strings.Contains(res.Refused[0].Reason, "protected:f") {
+		t.Fatalf("commit: %+v, want other applied and g refused by protected:f", res)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(f, &st); err != nil || st.Mode != unix.S_IFREG|0o644 || st.Uid != 0 || st.Nlink != 2 {
+		t.Fatalf("project f after the commit: mode %o uid %d nlink %d (%v), want 100644 0 2", st.Mode, st.Uid, st.Nlink, err)
+	}
+	if b, err := os.ReadFile(f); err != nil || string(b) != "secret\n" {
+		t.Fatalf("project f: %q, %v", b, err)
+	}
+	if n, err := unix.Lgetxattr(f, "user.evil", make([]byte, 16)); !errors.Is(err, unix.ENODATA) {
+		t.Fatalf("project f's user.evil: %d, %v; want ENODATA", n, err)
 	}
 }

@@ -289,7 +289,11 @@ func (l *Layer) CommitPaths(paths []string, force bool, pol *policy.Policy) (api
 	var res api.LayerResult
 	err := l.run(func() (err error) {
 		res, err = l.Commit(paths, force, func(op policy.Op, p string) error {
-			if d := pol.DecideAt(op, p, policy.Object{}); !d.Allow {
+			// With the project object's identity, as the mount decides:
+			// a path naming a protected object (a hard link to it) is
+			// refused too, its content, mode, owner and xattrs.
+			rel, _ := filepath.Rel(l.Lower, p)
+			if d := pol.DecideAt(op, p, fusefs.ObjectAt(l.Lower, rel)); !d.Allow {
 				return fmt.Errorf("%s refused by the session's policy (%s, %s)", op, d.Rule, d.Errno)
 			}
 			return nil
