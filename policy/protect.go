@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -387,13 +388,25 @@ func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 		}
 	}
 	// The repository rule decides git's names by path (git.go); the
-	// top-level repository of each writable root is also protected by
+	// top-level repository of each writable root, and every repository
+	// enclosing one (a root below a repository's top: the git the user
+	// runs there reads that one's config and hooks), is also protected by
 	// identity, so a hard link the host makes to its config or a hook is
-	// refused under every name. Its gitdir, common dir and hooks
-	// directories are witnesses: git replaces config by a rename, which
-	// changes the gitdir's ctime, and the new inode is recorded then.
+	// refused under every name, inside the roots too. Its gitdir, common
+	// dir and hooks directories are witnesses: git replaces config by a
+	// rename, which changes the gitdir's ctime, and the new inode is
+	// recorded then.
+	var tops []string
 	for _, r := range roots {
-		gitdir := r + "/.git"
+		tops = append(tops, r)
+		for _, t := range gitTops(r) {
+			if t.dir != r && !slices.Contains(tops, t.dir) {
+				tops = append(tops, t.dir)
+			}
+		}
+	}
+	for _, r := range tops {
+		gitdir := dotGit(r)
 		w := stat(gitdir)
 		watch(w)
 		if !w.exists {

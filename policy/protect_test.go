@@ -61,6 +61,32 @@ func TestProtectedAlias(t *testing.T) {
 	assert.Equal(t, allow("primary:read-write"), p.DecideAt(OpUnlink, proj+"/alias", in(t, proj+"/alias")))
 }
 
+// TestProtectedAliasOfEnclosingRepository: a root below a repository's
+// top (a sub-session's, a session of a subdirectory) protects that
+// repository's config and hooks by identity too: the git the user runs in
+// the repository reads them, and a hard link to them inside the root was
+// writable (allow "primary:read-write" before the fix).
+func TestProtectedAliasOfEnclosingRepository(t *testing.T) {
+	root := tree(t, "proj/.git/hooks/pre-commit", "proj/.git/config", "proj/d/f")
+	proj := root + "/proj"
+	d := proj + "/d"
+	require.NoError(t, os.Link(proj+"/.git/config", d+"/cfg"))
+	require.NoError(t, os.Link(proj+"/.git/hooks/pre-commit", d+"/hk"))
+	p := mustCompile(t, Spec{Primary: d, Temp: []string{}})
+	for _, c := range []struct {
+		op   Op
+		name string
+		want Decision
+	}{
+		{OpOpenWrite, "cfg", denyConfig},
+		{OpSetattr, "hk", denyHooks},
+		{OpOpenWrite, "f", allow("primary:read-write")},
+	} {
+		path := d + "/" + c.name
+		assert.Equal(t, c.want, p.DecideAt(c.op, path, Object{Self: idOf(t, path)}), "%s %s", c.op, c.name)
+	}
+}
+
 // TestProtectionFollowsHostSwap: .git swapped on the host for a symlink to a
 // decoy after Compile; the decoy's hooks are protected at the next
 // decision, and the real hooks stay protected where they went.
