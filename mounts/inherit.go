@@ -367,17 +367,27 @@ func inheritedProtected(ps policy.Spec, roots []string) []string {
 	seen := map[string]bool{}
 	for _, p := range ps.Protected {
 		for _, r := range specRoots(ps.Primary, ps.Additional) {
+			// The place as spelt and its target key: the parent protects
+			// both (a symlink on the way protects the object it reaches,
+			// policy.Spec.Protected), so a child rooted at the target's
+			// side of the link inherits it too.
 			place := filepath.Join(r, p)
-			for _, c := range roots {
-				if c == "" || place == c || !identity.Within(place, c) {
-					continue
+			places := []string{place}
+			if k, err := identity.TargetKey(place); err == nil && k != place {
+				places = append(places, k)
+			}
+			for _, place := range places {
+				for _, c := range roots {
+					if c == "" || place == c || !identity.Within(place, c) {
+						continue
+					}
+					rel, err := filepath.Rel(c, place)
+					if err != nil || seen[rel] {
+						continue
+					}
+					seen[rel] = true
+					out = append(out, rel)
 				}
-				rel, err := filepath.Rel(c, place)
-				if err != nil || seen[rel] {
-					continue
-				}
-				seen[rel] = true
-				out = append(out, rel)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package mounts_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -184,5 +185,39 @@ func TestSubSessionInheritsProtectedBelowRoot(t *testing.T) {
 	}
 	if got, want := tryIn(t, d, "K", "append", "other"), "append other EACCES\n"; got != want {
 		t.Fatalf("K after the parent's narrowing:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A parent's protected place spelt through a symlink (lnk/sec.txt, lnk ->
+// sub) protects the object it reaches (sub/sec.txt); a sub-session rooted
+// at sub inherits it as sec.txt (EACCES), as it inherits a place spelt
+// physically, and a later protection spelt so narrows it too. Before the
+// fix the child was plain workspace-write and wrote sec.txt.
+func TestSubSessionInheritsProtectedThroughSymlink(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "sub/sec.txt", "sub/later.txt", "sub/free")
+	if err := os.Symlink("sub", filepath.Join(root, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "P", Root: root, Policy: &api.Policy{Protected: []string{"lnk/sec.txt"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Chdir(ctx, "P", "sub"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "K", Root: filepath.Join(root, "sub"), Parent: "P"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := d.c.Get(ctx, "K"); err != nil || !slices.Equal(s.Policy.Protected, []string{"sec.txt"}) {
+		t.Fatalf("K's protected: %+v %v, want [sec.txt]", s.Policy.Protected, err)
+	}
+	if _, err := d.c.PatchPolicy(ctx, "P", api.PolicyPatch{Protected: []string{"lnk/later.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tryIn(t, d, "K", "append", "sec.txt", "append", "later.txt", "append", "free"), "append sec.txt EACCES\nappend later.txt EACCES\nappend free ok\n"; got != want {
+		t.Fatalf("K:\n got %q\nwant %q", got, want)
 	}
 }
