@@ -213,7 +213,7 @@ func takeLock(f *os.File, lockPath, sessDir string, o lockOpts) error {
 			case pid == 0 || !dying(pid):
 				return fmt.Errorf("held by pid %d", pid)
 			default:
-				if err := awaitExit(f, pid, sessDir, !o.keepConns); err != nil {
+				if err := awaitExit(f, pid, lockPath, sessDir, !o.keepConns); err != nil {
 					return err
 				}
 			}
@@ -228,7 +228,7 @@ func takeLock(f *os.File, lockPath, sessDir string, o lockOpts) error {
 		// commits to it, as the one it named would have.
 		*o.pred = &predecessor{pid: prev, start: procStat(prev)}
 	} else if prev != 0 && prev != os.Getpid() && dying(prev) {
-		if err := awaitExit(f, prev, sessDir, !o.keepConns); err != nil {
+		if err := awaitExit(f, prev, lockPath, sessDir, !o.keepConns); err != nil {
 			return err
 		}
 	}
@@ -265,8 +265,9 @@ func recordedHolder(f *os.File) int {
 // holds the lock; on timeout f does not hold it.
 //
 // Without abort (the connections are kept for this successor to serve on:
-// Config.Store), nothing is aborted.
-func awaitExit(f *os.File, pid int, sessDir string, abort bool) error {
+// Config.Store), nothing is aborted. Another process that takes the lock
+// (lockPath) once pid has finished (a second successor) is named.
+func awaitExit(f *os.File, pid int, lockPath, sessDir string, abort bool) error {
 	started := procStat(pid) // to tell it from a later process with its pid
 	if abort {
 		abortRecordedMounts(sessDir)
@@ -279,6 +280,9 @@ func awaitExit(f *os.File, pid int, sessDir string, abort bool) error {
 		}
 		if taken && finished(pid, started) {
 			return nil
+		}
+		if now := lockHolder(lockPath); !taken && now != 0 && now != pid && finished(pid, started) {
+			return fmt.Errorf("taken over by pid %d first", now)
 		}
 		if time.Now().After(deadline) {
 			if taken {

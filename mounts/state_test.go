@@ -317,3 +317,32 @@ func TestTakeOverHolderEnded(t *testing.T) {
 		t.Errorf("flock by another description after takeOver = %v, want EWOULDBLOCK (takeOver holds it)", err)
 	}
 }
+
+// A successor waiting for a killed daemon to exit whose lock another
+// successor takes first (two started right after a kill -9) says so at
+// once, as a takeover does, instead of waiting out lockWait and blaming
+// the killed daemon ("killed but has not exited after 1m0s").
+func TestAwaitExitTakenFirst(t *testing.T) {
+	dir := t.TempDir()
+	lockPath := filepath.Join(dir, "lock")
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *os.File {
+		f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	other, f := open(), open()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	err := awaitExit(f, ended.Process.Pid, lockPath, dir, false)
+	if want := fmt.Sprintf("taken over by pid %d first", os.Getpid()); err == nil || err.Error() != want {
+		t.Fatalf("awaitExit = %v, want %q", err, want)
+	}
+}
