@@ -86,6 +86,7 @@ func inherit(spec Spec, root string, parent *policy.Policy, parentLinks fusefs.S
 	if spec.Policy.Protected == nil {
 		spec.Policy.Protected = inheritedProtected(ps, specRoots(root, spec.Policy.Additional))
 	}
+	spec.Policy.ProtectedOutside = outsideProtected(ps, specRoots(root, spec.Policy.Additional))
 	if spec.Policy.Outside == "" {
 		spec.Policy.Outside = ps.Outside
 	}
@@ -139,6 +140,11 @@ func checkNarrower(id, parentID string, parent, child *policy.Policy, parentLink
 	for _, p := range inheritedProtected(ps, specRoots(cs.Primary, cs.Additional)) {
 		if !slices.Contains(cs.Protected, p) {
 			return refuse("policy protects less than parent %q: %q is missing from protected", parentID, p)
+		}
+	}
+	for _, p := range outsideProtected(ps, specRoots(cs.Primary, cs.Additional)) {
+		if !slices.Contains(cs.ProtectedOutside, p) {
+			return refuse("policy protects less than parent %q: %q is missing from protected_outside", parentID, p)
 		}
 	}
 	var places []string
@@ -239,7 +245,7 @@ func (m *Manager) narrowChild(kid string) {
 		// What narrowSpec cannot express (a parent's none root inside the
 		// child's root, say): the child reads its root and nothing else.
 		fence := policy.Spec{Mode: policy.ModeReadOnly, Primary: s.rec.Root, Temp: spec.Temp,
-			Protected: spec.Protected, Outside: policy.AccessNone}
+			Protected: spec.Protected, Outside: policy.AccessNone, ProtectedOutside: spec.ProtectedOutside}
 		for _, r := range spec.Additional {
 			fence.Additional = append(fence.Additional, policy.Root{Path: r.Path, Access: policy.AccessNone})
 		}
@@ -337,6 +343,47 @@ func narrowSpec(own policy.Spec, parent *policy.Policy) policy.Spec {
 		if !slices.Contains(out.Protected, p) {
 			out.Protected = append(out.Protected, p)
 		}
+	}
+	out.ProtectedOutside = slices.Clone(own.ProtectedOutside)
+	for _, p := range outsideProtected(ps, specRoots(own.Primary, out.Additional)) {
+		if !slices.Contains(out.ProtectedOutside, p) {
+			out.ProtectedOutside = append(out.ProtectedOutside, p)
+		}
+	}
+	return out
+}
+
+// outsideProtected returns the places the parent (spec ps) protects that
+// are at or below none of a child's explicit roots (roots): each protected
+// subpath under each of the parent's explicit roots, as spelt and by its
+// target key, and the parent's own ProtectedOutside, in that order, once
+// each. The child cannot write them by path (the narrowing check sees to
+// it), but a hard link inside its roots may reach one: it protects their
+// objects by identity (policy.Spec.ProtectedOutside). The places below a
+// child's root are inheritedProtected's.
+func outsideProtected(ps policy.Spec, roots []string) []string {
+	var out []string
+	add := func(place string) {
+		for _, c := range roots {
+			if c != "" && identity.Within(place, c) {
+				return
+			}
+		}
+		if !slices.Contains(out, place) {
+			out = append(out, place)
+		}
+	}
+	for _, p := range ps.Protected {
+		for _, r := range specRoots(ps.Primary, ps.Additional) {
+			place := filepath.Join(r, p)
+			add(place)
+			if k, err := identity.TargetKey(place); err == nil && k != place {
+				add(k)
+			}
+		}
+	}
+	for _, p := range ps.ProtectedOutside {
+		add(p)
 	}
 	return out
 }

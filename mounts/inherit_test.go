@@ -221,3 +221,49 @@ func TestSubSessionInheritsProtectedThroughSymlink(t *testing.T) {
 		t.Fatalf("K:\n got %q\nwant %q", got, want)
 	}
 }
+
+// A sub-session keeps its parent's protected places outside its roots by
+// identity (policy protected_outside): a hard link inside its root to the
+// parent's protected f (or to .git/config, a repository's above its root)
+// is EACCES to the child, as to the parent, whatever policy the child is
+// given later, and a place the parent protects later narrows the child
+// at once. Before the fix the child wrote f through its link (the
+// parent's own write there was EACCES).
+func TestSubSessionKeepsParentsProtectedOutside(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root := filepath.Join(dir, "proj")
+	mkTree(t, root, "f", "g", "d/free")
+	for _, l := range [][2]string{{"f", "d/falias"}, {"g", "d/galias"}} {
+		if err := os.Link(filepath.Join(root, l[0]), filepath.Join(root, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "P", Root: root, Policy: &api.Policy{Protected: []string{"f"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Chdir(ctx, "P", "d"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tryIn(t, d, "P", "append", "falias"), "append falias EACCES\n"; got != want {
+		t.Fatalf("P:\n got %q\nwant %q", got, want)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "K", Root: filepath.Join(root, "d"), Parent: "P"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tryIn(t, d, "K", "append", "falias", "append", "galias", "append", "free"), "append falias EACCES\nappend galias ok\nappend free ok\n"; got != want {
+		t.Fatalf("K:\n got %q\nwant %q", got, want)
+	}
+	// A policy the child is given afresh keeps them; the parent's later
+	// protection of g narrows the child.
+	if r := d.wsfs(t, "session", "policy", "K", "--protect", "free"); r.code != 0 {
+		t.Fatalf("session policy K --protect free: %+v", r)
+	}
+	if _, err := d.c.PatchPolicy(ctx, "P", api.PolicyPatch{Protected: []string{"g"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tryIn(t, d, "K", "append", "falias", "append", "galias", "append", "free"), "append falias EACCES\nappend galias EACCES\nappend free EACCES\n"; got != want {
+		t.Fatalf("K after its own policy and the parent's narrowing:\n got %q\nwant %q", got, want)
+	}
+}

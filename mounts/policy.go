@@ -105,9 +105,17 @@ func (m *Manager) changePolicy(id string, next func(policy.Spec) policy.Spec) (S
 		inForce, root, tmp := s.pol, s.rec.Root, s.rec.TmpDir
 		layerOf, lower := s.rec.LayerOf, layerLower(s)
 		spec := next(s.rec.Policy)
+		parent := s.rec.Parent
 		s.mu.Unlock()
 		if spec.Temp == nil {
 			spec.Temp = []string{tmp} // as at Create
+		}
+		if parent != "" {
+			// Whatever the new spec says (the API has no such field), a
+			// sub-session keeps its parent's places outside its roots.
+			if ppol, _, err := m.parentOf(id, parent); err == nil && ppol != nil {
+				spec.ProtectedOutside = outsideProtected(ppol.Spec(), specRoots(root, spec.Additional))
+			}
 		}
 		if policyCompileHook != nil {
 			policyCompileHook(id)

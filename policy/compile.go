@@ -139,6 +139,14 @@ func checkLimits(in Spec) error {
 			return err
 		}
 	}
+	if n := len(in.ProtectedOutside); n > MaxProtected {
+		return fmt.Errorf("policy: protected_outside: %d entries, at most %d", n, MaxProtected)
+	}
+	for i, p := range in.ProtectedOutside {
+		if err := long(fmt.Sprintf("protected_outside[%d]", i), p); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -242,6 +250,15 @@ func compile(in Spec) (*Policy, error) {
 		if !seenProt[s] {
 			seenProt[s] = true
 			c.spec.Protected = append(c.spec.Protected, s)
+		}
+	}
+
+	for i, s := range in.ProtectedOutside {
+		if !filepath.IsAbs(s) || filepath.Clean(s) != s {
+			return nil, fmt.Errorf("policy: protected_outside[%d] %q: must be an absolute, clean path", i, s)
+		}
+		if !contains(c.spec.ProtectedOutside, s) {
+			c.spec.ProtectedOutside = append(c.spec.ProtectedOutside, s)
 		}
 	}
 

@@ -314,6 +314,18 @@ func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 	for _, r := range roots {
 		c.protect(r)
 	}
+	// Places outside the roots: by identity; their witnesses start at
+	// their own directory, never at /, whose directories on the way (a
+	// busy /tmp, the parent's project root) would make every write
+	// recompute the set.
+	outside := map[string]bool{}
+	for _, po := range p.spec.ProtectedOutside {
+		n := len(c.guards)
+		c.guardPath(po, po)
+		for _, g := range c.guards[n:] {
+			outside[g.key] = true
+		}
+	}
 	for _, g := range extra {
 		c.addGuard(g)
 	}
@@ -366,6 +378,9 @@ func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 				from = r
 				break
 			}
+		}
+		if from == "/" && outside[g.key] {
+			from = parentOf(g.key)
 		}
 		parent := stat(from)
 		first := true

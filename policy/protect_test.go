@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -84,6 +85,37 @@ func TestProtectedAliasOfEnclosingRepository(t *testing.T) {
 	} {
 		path := d + "/" + c.name
 		assert.Equal(t, c.want, p.DecideAt(c.op, path, Object{Self: idOf(t, path)}), "%s %s", c.op, c.name)
+	}
+}
+
+// TestProtectedOutside: places outside the roots (a sub-session's parent's
+// protected places) are protected by identity: a hard link inside the root
+// reaching one, or reaching a file below a protected directory, is refused
+// under every name, and a write at a place's own path; other files are
+// not; reads keep the outside's decision. A relative or unclean place is refused at Compile.
+func TestProtectedOutside(t *testing.T) {
+	root := tree(t, "proj/f", "proj/sec/key", "proj/d/free")
+	proj := root + "/proj"
+	d := proj + "/d"
+	require.NoError(t, os.Link(proj+"/f", d+"/falias"))
+	require.NoError(t, os.Link(proj+"/sec/key", d+"/keyalias"))
+	p := mustCompile(t, Spec{Primary: d, Temp: []string{}, ProtectedOutside: []string{proj + "/f", proj + "/sec"}})
+	for _, c := range []struct {
+		op   Op
+		path string
+		want Decision
+	}{
+		{OpOpenWrite, d + "/falias", deny(syscall.EACCES, "protected:"+proj+"/f")},
+		{OpSetattr, d + "/keyalias", deny(syscall.EACCES, "protected:"+proj+"/sec")},
+		{OpOpenWrite, d + "/free", allow("primary:read-write")},
+		{OpOpenWrite, proj + "/f", deny(syscall.EACCES, "protected:"+proj+"/f")},
+		{OpRead, proj + "/f", allow("outside:read-only")},
+	} {
+		assert.Equal(t, c.want, p.DecideAt(c.op, c.path, Object{Self: idOf(t, c.path)}), "%s %s", c.op, c.path)
+	}
+	for _, bad := range []string{"f", proj + "/./f"} {
+		_, err := Compile(Spec{Primary: d, ProtectedOutside: []string{bad}})
+		assert.EqualError(t, err, fmt.Sprintf("policy: protected_outside[0] %q: must be an absolute, clean path", bad))
 	}
 }
 

@@ -59,6 +59,16 @@ type Spec struct {
 	// unreachable (EACCES, rule "root:none", reads included), for hosts
 	// whose sessions must not read the machine (the CSI plugin's pods).
 	Outside Access `json:"outside,omitempty" yaml:"outside,omitempty"`
+	// ProtectedOutside are places outside the writable roots (absolute,
+	// clean paths) whose objects are protected by identity (DecideAt): a
+	// hard link inside a root reaching one, or reaching anything below
+	// one that is a directory, is EACCES "protected:<place>" under every
+	// name, and so is a write at one of their paths (where the outside's
+	// access may allow it: full-access).
+	// It is how a sub-session keeps its parent's protected places outside
+	// its roots (package mounts fills it); a place inside a root is
+	// protected as a protected subpath is. At most MaxProtected.
+	ProtectedOutside []string `json:"protected_outside,omitempty" yaml:"protected_outside,omitempty"`
 }
 
 // DefaultProtected are the protected subpaths when Spec.Protected is nil:
