@@ -86,7 +86,7 @@ func inherit(spec Spec, root string, parent *policy.Policy, parentLinks fusefs.S
 	if spec.Policy.Protected == nil {
 		spec.Policy.Protected = inheritedProtected(ps, specRoots(root, spec.Policy.Additional))
 	}
-	spec.Policy.ProtectedOutside = outsideProtected(ps, specRoots(root, spec.Policy.Additional))
+	spec.Policy = withParentsOutside(spec.Policy, root, ps)
 	if spec.Policy.Outside == "" {
 		spec.Policy.Outside = ps.Outside
 	}
@@ -142,9 +142,14 @@ func checkNarrower(id, parentID string, parent, child *policy.Policy, parentLink
 			return refuse("policy protects less than parent %q: %q is missing from protected", parentID, p)
 		}
 	}
-	for _, p := range outsideProtected(ps, specRoots(cs.Primary, cs.Additional)) {
+	for _, p := range outsideProtected(ps, writableRoots(cs)) {
 		if !slices.Contains(cs.ProtectedOutside, p) {
 			return refuse("policy protects less than parent %q: %q is missing from protected_outside", parentID, p)
+		}
+	}
+	for _, r := range outsideRepos(ps, writableRoots(cs)) {
+		if !slices.Contains(cs.ProtectedRepos, r) {
+			return refuse("policy protects less than parent %q: %q is missing from protected_repos", parentID, r)
 		}
 	}
 	var places []string
@@ -344,30 +349,90 @@ func narrowSpec(own policy.Spec, parent *policy.Policy) policy.Spec {
 			out.Protected = append(out.Protected, p)
 		}
 	}
-	out.ProtectedOutside = slices.Clone(own.ProtectedOutside)
-	for _, p := range outsideProtected(ps, specRoots(own.Primary, out.Additional)) {
-		if !slices.Contains(out.ProtectedOutside, p) {
-			out.ProtectedOutside = append(out.ProtectedOutside, p)
+	return withParentsOutside(out, own.Primary, ps)
+}
+
+// withParentsOutside returns s (a child's spec, primary root root) with
+// what its parent (spec ps) protects outside the child's writable roots
+// added to its own ProtectedOutside and ProtectedRepos: it cannot write
+// there by path (the narrowing check sees to it), but a hard link inside
+// its roots may reach it, so the child protects those objects by
+// identity (policy.Spec.ProtectedOutside, ProtectedRepos).
+func withParentsOutside(s policy.Spec, root string, ps policy.Spec) policy.Spec {
+	w := s
+	w.Primary = root
+	writable := writableRoots(w)
+	s.ProtectedOutside = union(s.ProtectedOutside, outsideProtected(ps, writable))
+	s.ProtectedRepos = union(s.ProtectedRepos, outsideRepos(ps, writable))
+	return s
+}
+
+// union returns a with b's elements it lacks appended (a copy).
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
 		}
 	}
 	return out
 }
 
+// writableRoots returns the explicit roots spec s may write: the primary
+// unless the mode is read-only (an empty mode is workspace-write), the
+// read-write additional roots.
+func writableRoots(s policy.Spec) []string {
+	var out []string
+	if s.Mode != policy.ModeReadOnly {
+		out = append(out, s.Primary)
+	}
+	for _, r := range s.Additional {
+		if r.Access == policy.AccessReadWrite {
+			out = append(out, r.Path)
+		}
+	}
+	return out
+}
+
+// outsideRepos returns the parent's (spec ps) writable roots at or below
+// none of a child's writable roots (roots), and the parent's own
+// ProtectedRepos: the repositories there, which the parent protects by
+// identity, the child protects too.
+func outsideRepos(ps policy.Spec, roots []string) []string {
+	var out []string
+	for _, r := range append(writableRoots(ps), ps.ProtectedRepos...) {
+		if !withinAny(r, roots) && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// withinAny reports whether p is at or below one of roots.
+func withinAny(p string, roots []string) bool {
+	for _, c := range roots {
+		if c != "" && identity.Within(p, c) {
+			return true
+		}
+	}
+	return false
+}
+
 // outsideProtected returns the places the parent (spec ps) protects that
-// are at or below none of a child's explicit roots (roots): each protected
+// are at or below none of a child's writable roots (roots): each protected
 // subpath under each of the parent's explicit roots, as spelt and by its
 // target key, and the parent's own ProtectedOutside, in that order, once
 // each. The child cannot write them by path (the narrowing check sees to
 // it), but a hard link inside its roots may reach one: it protects their
 // objects by identity (policy.Spec.ProtectedOutside). The places below a
-// child's root are inheritedProtected's.
+// child's writable root are inheritedProtected's; those below a root it
+// may only read (or not even that) are here too, since a protected
+// subpath guards only in a writable root.
 func outsideProtected(ps policy.Spec, roots []string) []string {
 	var out []string
 	add := func(place string) {
-		for _, c := range roots {
-			if c != "" && identity.Within(place, c) {
-				return
-			}
+		if withinAny(place, roots) {
+			return
 		}
 		if !slices.Contains(out, place) {
 			out = append(out, place)

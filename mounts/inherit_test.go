@@ -267,3 +267,52 @@ func TestSubSessionKeepsParentsProtectedOutside(t *testing.T) {
 		t.Fatalf("K after its own policy and the parent's narrowing:\n got %q\nwant %q", got, want)
 	}
 }
+
+// A sub-session protects by identity what its parent protects in the
+// parent's writable roots that are not its own writable roots: the
+// repositories there (a child in the parent's additional root a, with
+// links to the primary root's .git/config and hook), and the protected
+// places in a root the child only reads (the parent's read-write a
+// narrowed to read-only: links to a/af and a/.git/config). Before the fix
+// every one of these appends was ok (the parent's own: EACCES).
+func TestSubSessionKeepsParentsRepos(t *testing.T) {
+	dir := newDaemonDir(t)
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	root, a := filepath.Join(dir, "proj"), filepath.Join(dir, "a")
+	mkTree(t, root, ".git/config", ".git/hooks/pre-commit", "d/free")
+	mkTree(t, a, ".git/config", "af", "sub/free")
+	for _, l := range [][2]string{
+		{filepath.Join(root, ".git/config"), filepath.Join(a, "sub/pcfg")},
+		{filepath.Join(root, ".git/hooks/pre-commit"), filepath.Join(a, "sub/phook")},
+		{filepath.Join(a, "af"), filepath.Join(root, "d/afalias")},
+		{filepath.Join(a, ".git/config"), filepath.Join(root, "d/acfg")},
+	} {
+		if err := os.Link(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "P", Root: root, Policy: &api.Policy{
+		Additional: []api.Root{{Path: a, Access: api.AccessReadWrite}}, Protected: []string{"af"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Chdir(ctx, "P", a+"/sub"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "KA", Root: filepath.Join(a, "sub"), Parent: "P"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tryIn(t, d, "KA", "append", "pcfg", "append", "phook", "append", "free"), "append pcfg EACCES\nappend phook EACCES\nappend free ok\n"; got != want {
+		t.Fatalf("KA:\n got %q\nwant %q", got, want)
+	}
+	if _, err := d.c.Chdir(ctx, "P", root+"/d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Create(ctx, api.CreateRequest{ID: "KD", Root: filepath.Join(root, "d"), Parent: "P", Policy: &api.Policy{
+		Additional: []api.Root{{Path: a, Access: api.AccessReadOnly}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tryIn(t, d, "KD", "append", "afalias", "append", "acfg", "append", "free"), "append afalias EACCES\nappend acfg EACCES\nappend free ok\n"; got != want {
+		t.Fatalf("KD:\n got %q\nwant %q", got, want)
+	}
+}

@@ -114,7 +114,7 @@ func (m *Manager) changePolicy(id string, next func(policy.Spec) policy.Spec) (S
 			// Whatever the new spec says (the API has no such field), a
 			// sub-session keeps its parent's places outside its roots.
 			if ppol, _, err := m.parentOf(id, parent); err == nil && ppol != nil {
-				spec.ProtectedOutside = outsideProtected(ppol.Spec(), specRoots(root, spec.Additional))
+				spec = withParentsOutside(spec, root, ppol.Spec())
 			}
 		}
 		if policyCompileHook != nil {

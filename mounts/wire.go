@@ -13,7 +13,8 @@ import (
 
 // APIPolicy returns s as the API shows it (the CLI sends a policy file this way).
 func APIPolicy(s policy.Spec) api.Policy {
-	p := api.Policy{Mode: string(s.Mode), Primary: s.Primary, Temp: s.Temp, Protected: s.Protected, Outside: string(s.Outside)}
+	p := api.Policy{Mode: string(s.Mode), Primary: s.Primary, Temp: s.Temp, Protected: s.Protected, Outside: string(s.Outside),
+		ProtectedOutside: s.ProtectedOutside, ProtectedRepos: s.ProtectedRepos}
 	if s.Additional != nil {
 		p.Additional = make([]api.Root, len(s.Additional))
 		for i, r := range s.Additional {
@@ -29,7 +30,8 @@ func PolicySpec(p *api.Policy) policy.Spec {
 	if p == nil {
 		return policy.Spec{}
 	}
-	s := policy.Spec{Mode: policy.Mode(p.Mode), Primary: p.Primary, Temp: p.Temp, Protected: p.Protected, Outside: policy.Access(p.Outside)}
+	s := policy.Spec{Mode: policy.Mode(p.Mode), Primary: p.Primary, Temp: p.Temp, Protected: p.Protected, Outside: policy.Access(p.Outside),
+		ProtectedOutside: p.ProtectedOutside, ProtectedRepos: p.ProtectedRepos}
 	if p.Additional != nil {
 		s.Additional = make([]policy.Root, len(p.Additional))
 		for i, r := range p.Additional {

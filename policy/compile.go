@@ -139,12 +139,14 @@ func checkLimits(in Spec) error {
 			return err
 		}
 	}
-	if n := len(in.ProtectedOutside); n > MaxProtected {
-		return fmt.Errorf("policy: protected_outside: %d entries, at most %d", n, MaxProtected)
-	}
-	for i, p := range in.ProtectedOutside {
-		if err := long(fmt.Sprintf("protected_outside[%d]", i), p); err != nil {
-			return err
+	for field, list := range map[string][]string{"protected_outside": in.ProtectedOutside, "protected_repos": in.ProtectedRepos} {
+		if n := len(list); n > MaxProtected {
+			return fmt.Errorf("policy: %s: %d entries, at most %d", field, n, MaxProtected)
+		}
+		for i, p := range list {
+			if err := long(fmt.Sprintf("%s[%d]", field, i), p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -253,12 +255,18 @@ func compile(in Spec) (*Policy, error) {
 		}
 	}
 
-	for i, s := range in.ProtectedOutside {
-		if !filepath.IsAbs(s) || filepath.Clean(s) != s {
-			return nil, fmt.Errorf("policy: protected_outside[%d] %q: must be an absolute, clean path", i, s)
-		}
-		if !contains(c.spec.ProtectedOutside, s) {
-			c.spec.ProtectedOutside = append(c.spec.ProtectedOutside, s)
+	for _, f := range []struct {
+		name string
+		in   []string
+		out  *[]string
+	}{{"protected_outside", in.ProtectedOutside, &c.spec.ProtectedOutside}, {"protected_repos", in.ProtectedRepos, &c.spec.ProtectedRepos}} {
+		for i, s := range f.in {
+			if !filepath.IsAbs(s) || filepath.Clean(s) != s {
+				return nil, fmt.Errorf("policy: %s[%d] %q: must be an absolute, clean path", f.name, i, s)
+			}
+			if !contains(*f.out, s) {
+				*f.out = append(*f.out, s)
+			}
 		}
 	}
 

@@ -403,8 +403,8 @@ func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 		}
 	}
 	// The repository rule decides git's names by path (git.go); the
-	// top-level repository of each writable root, and every repository
-	// enclosing one (a root below a repository's top: the git the user
+	// top-level repository of each writable root and of each
+	// ProtectedRepos directory, and every repository enclosing one (a root below a repository's top: the git the user
 	// runs there reads that one's config and hooks), is also protected by
 	// identity, so a hard link the host makes to its config or a hook is
 	// refused under every name, inside the roots too. Its gitdir, common
@@ -412,8 +412,10 @@ func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 	// rename, which changes the gitdir's ctime, and the new inode is
 	// recorded then.
 	var tops []string
-	for _, r := range roots {
-		tops = append(tops, r)
+	for _, r := range append(slices.Clone(roots), p.spec.ProtectedRepos...) {
+		if !slices.Contains(tops, r) {
+			tops = append(tops, r)
+		}
 		for _, t := range gitTops(r) {
 			if t.dir != r && !slices.Contains(tops, t.dir) {
 				tops = append(tops, t.dir)

@@ -119,6 +119,32 @@ func TestProtectedOutside(t *testing.T) {
 	}
 }
 
+// TestProtectedRepos: a directory in ProtectedRepos has its repository's
+// config and hooks protected by identity, as a writable root's own: a
+// hard link to them inside the root is refused; a relative entry is
+// refused at Compile.
+func TestProtectedRepos(t *testing.T) {
+	root := tree(t, "proj/.git/hooks/pre-commit", "proj/.git/config", "other/free")
+	proj, other := root+"/proj", root+"/other"
+	require.NoError(t, os.Link(proj+"/.git/config", other+"/cfg"))
+	require.NoError(t, os.Link(proj+"/.git/hooks/pre-commit", other+"/hk"))
+	p := mustCompile(t, Spec{Primary: other, Temp: []string{}, ProtectedRepos: []string{proj}})
+	for _, c := range []struct {
+		op   Op
+		name string
+		want Decision
+	}{
+		{OpOpenWrite, "cfg", denyConfig},
+		{OpSetattr, "hk", denyHooks},
+		{OpOpenWrite, "free", allow("primary:read-write")},
+	} {
+		path := other + "/" + c.name
+		assert.Equal(t, c.want, p.DecideAt(c.op, path, Object{Self: idOf(t, path)}), "%s %s", c.op, c.name)
+	}
+	_, err := Compile(Spec{Primary: other, ProtectedRepos: []string{"proj"}})
+	assert.EqualError(t, err, `policy: protected_repos[0] "proj": must be an absolute, clean path`)
+}
+
 // TestProtectionFollowsHostSwap: .git swapped on the host for a symlink to a
 // decoy after Compile; the decoy's hooks are protected at the next
 // decision, and the real hooks stay protected where they went.

@@ -69,6 +69,13 @@ type Spec struct {
 	// its roots (package mounts fills it); a place inside a root is
 	// protected as a protected subpath is. At most MaxProtected.
 	ProtectedOutside []string `json:"protected_outside,omitempty" yaml:"protected_outside,omitempty"`
+	// ProtectedRepos are directories (absolute, clean paths) whose
+	// repository, the one with its top there (a .git directory, symlink
+	// or "gitdir:" file) and those enclosing it, has its config and hooks
+	// protected by identity, as a writable root's own repository is:
+	// those of a sub-session's parent's writable roots that are not its
+	// own (package mounts fills it). At most MaxProtected.
+	ProtectedRepos []string `json:"protected_repos,omitempty" yaml:"protected_repos,omitempty"`
 }
 
 // DefaultProtected are the protected subpaths when Spec.Protected is nil:

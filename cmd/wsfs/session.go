@@ -317,6 +317,12 @@ func policyText(p api.Policy) string {
 	if len(p.Protected) > 0 {
 		parts = append(parts, "protected "+strings.Join(p.Protected, ","))
 	}
+	if len(p.ProtectedOutside) > 0 {
+		parts = append(parts, "protected outside "+strings.Join(p.ProtectedOutside, ","))
+	}
+	if len(p.ProtectedRepos) > 0 {
+		parts = append(parts, "protected repositories "+strings.Join(p.ProtectedRepos, ","))
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -72,6 +72,14 @@ type Policy struct {
 	// mode's (read-only; read-write in full-access), "none" to make them
 	// unreachable.
 	Outside string `json:"outside,omitempty"`
+	// ProtectedOutside are places outside the writable roots (absolute)
+	// whose objects are protected by identity: a hard link inside a root
+	// reaching one is EACCES. ProtectedRepos are directories whose
+	// repository's config and hooks are protected so. The daemon adds a
+	// sub-session's parent's (those outside the child's writable roots)
+	// to any given.
+	ProtectedOutside []string `json:"protected_outside,omitempty"`
+	ProtectedRepos   []string `json:"protected_repos,omitempty"`
 }
 
 // PolicyPatch is the body of PATCH /v1/sessions/{id}/policy: the fields to

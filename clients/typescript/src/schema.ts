@@ -513,6 +513,10 @@ export interface components {
              * @enum {string}
              */
             outside?: "none" | "read-only" | "read-write";
+            /** @description Places outside the writable roots (absolute) whose objects are protected by identity (a hard link inside a root reaching one is EACCES, under every name). The daemon adds a sub-session's parent's protected places outside the child's writable roots to any given, at every policy change. */
+            protected_outside?: string[];
+            /** @description Directories whose repository (the one with its top there, and those enclosing it) has its config and hooks protected by identity, as a writable root's own. The daemon adds a sub-session's parent's writable roots that are not the child's. */
+            protected_repos?: string[];
         };
         /** @description The policy fields to change; each may be left out. */
         PolicyPatch: {
