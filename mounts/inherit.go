@@ -250,7 +250,7 @@ func (m *Manager) narrowChild(kid string) {
 		// What narrowSpec cannot express (a parent's none root inside the
 		// child's root, say): the child reads its root and nothing else.
 		fence := policy.Spec{Mode: policy.ModeReadOnly, Primary: s.rec.Root, Temp: spec.Temp,
-			Protected: spec.Protected, Outside: policy.AccessNone, ProtectedOutside: spec.ProtectedOutside}
+			Protected: spec.Protected, Outside: policy.AccessNone, ProtectedOutside: spec.ProtectedOutside, ProtectedRepos: spec.ProtectedRepos}
 		for _, r := range spec.Additional {
 			fence.Additional = append(fence.Additional, policy.Root{Path: r.Path, Access: policy.AccessNone})
 		}

@@ -111,8 +111,8 @@ func (m *Manager) changePolicy(id string, next func(policy.Spec) policy.Spec) (S
 			spec.Temp = []string{tmp} // as at Create
 		}
 		if parent != "" {
-			// Whatever the new spec says (the API has no such field), a
-			// sub-session keeps its parent's places outside its roots.
+			// Whatever the new spec says, a sub-session keeps what its
+			// parent protects outside its writable roots.
 			if ppol, _, err := m.parentOf(id, parent); err == nil && ppol != nil {
 				spec = withParentsOutside(spec, root, ppol.Spec())
 			}
