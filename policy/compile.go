@@ -139,12 +139,15 @@ func checkLimits(in Spec) error {
 			return err
 		}
 	}
-	for field, list := range map[string][]string{"protected_outside": in.ProtectedOutside, "protected_repos": in.ProtectedRepos} {
-		if n := len(list); n > MaxProtected {
-			return fmt.Errorf("policy: %s: %d entries, at most %d", field, n, MaxProtected)
+	for _, f := range []struct {
+		name string
+		list []string
+	}{{"protected_outside", in.ProtectedOutside}, {"protected_repos", in.ProtectedRepos}} {
+		if n := len(f.list); n > MaxProtected {
+			return fmt.Errorf("policy: %s: %d entries, at most %d", f.name, n, MaxProtected)
 		}
-		for i, p := range list {
-			if err := long(fmt.Sprintf("%s[%d]", field, i), p); err != nil {
+		for i, p := range f.list {
+			if err := long(fmt.Sprintf("%s[%d]", f.name, i), p); err != nil {
 				return err
 			}
 		}

@@ -404,8 +404,9 @@ func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 	}
 	// The repository rule decides git's names by path (git.go); the
 	// top-level repository of each writable root and of each
-	// ProtectedRepos directory, and every repository enclosing one (a root below a repository's top: the git the user
-	// runs there reads that one's config and hooks), is also protected by
+	// ProtectedRepos directory, and every repository enclosing one (a
+	// root below a repository's top: the git the user runs there reads
+	// that one's config and hooks), is also protected by
 	// identity, so a hard link the host makes to its config or a hook is
 	// refused under every name, inside the roots too. Its gitdir, common
 	// dir and hooks directories are witnesses: git replaces config by a
