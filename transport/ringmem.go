@@ -38,18 +38,17 @@ import (
 // queue.handle). The memfd is sparse: only pages a request or reply
 // touched use memory.
 //
-// Addresses come from a range no allocation of the kernel's or of Go's
-// runtime reaches on x86-64 and arm64 (the kernel places mappings top
-// down from below the stack, Go's heap grows up from 0xc000000000), taken
-// with MAP_FIXED_NOREPLACE, so that a successor maps its predecessor's
-// connections where they were before it makes mappings of its own.
+// Addresses come from a range (ringAddrBase to ringAddrEnd, per
+// architecture: ringaddr_*.go) above where Go's runtime starts its heap
+// and below where the kernel places mappings (top down from below the
+// stack), taken with MAP_FIXED_NOREPLACE, so that a successor maps its
+// predecessor's connections where they were. Since Go 1.26 the heap starts
+// at a random address (GOEXPERIMENT randomizedheapbase64, on by default:
+// runtime/malloc.go mallocinit, below 2^46 on amd64 and 2^47 elsewhere),
+// so the range lies above that bound; an address taken anyway (EEXIST)
+// fails the adoption, and the session is mounted again.
 
 const (
-	// ringAddrBase and ringAddrEnd bound the addresses of ring memory
-	// (32 TiB to 48 TiB; x86-64 and arm64 user space is 128 TiB with
-	// 4-level page tables).
-	ringAddrBase = uintptr(0x2000_0000_0000)
-	ringAddrEnd  = uintptr(0x3000_0000_0000)
 	// ringAddrAlign aligns each connection's mapping (2 MiB).
 	ringAddrAlign = uintptr(2 << 20)
 
