@@ -150,9 +150,13 @@ func (ms *protocolServer) interruptRequest(unique uint64) Status {
 	ms.interruptMu.Lock()
 	defer ms.interruptMu.Unlock()
 
-	// This is slow, but this operation is rare.
+	// This is slow, but this operation is rare. The resend bit
+	// (FUSE_UNIQUE_RESEND, 1<<63) is ignored: a request a server serves
+	// again for its predecessor may carry it where the kernel's INTERRUPT
+	// does not (wsfs's io_uring takeover marks it itself).
+	const resend = uint64(1) << 63
 	for _, inflight := range ms.reqInflight {
-		if unique == inflight.inHeader().Unique && !inflight.interrupted {
+		if unique&^resend == inflight.inHeader().Unique&^resend && !inflight.interrupted {
 			close(inflight.cancel)
 			inflight.interrupted = true
 			return OK

@@ -55,13 +55,20 @@ type cancelRecorder struct {
 	RawFileSystem
 	ps        *protocolServer
 	interrupt bool
-	cancels   []<-chan struct{}
+	// as, when set, is the unique the interrupt names (else the request's).
+	as      uint64
+	got     Status
+	cancels []<-chan struct{}
 }
 
 func (r *cancelRecorder) GetAttr(cancel <-chan struct{}, in *GetAttrIn, out *AttrOut) Status {
 	r.cancels = append(r.cancels, cancel)
 	if r.interrupt {
-		r.ps.interruptRequest(in.Unique)
+		u := in.Unique
+		if r.as != 0 {
+			u = r.as
+		}
+		r.got = r.ps.interruptRequest(u)
 	}
 	return OK
 }
@@ -109,5 +116,25 @@ func TestHandleRequestReuse(t *testing.T) {
 	case <-rec.cancels[len(rec.cancels)-1]:
 		t.Fatal("a request after an interrupted one: its cancel channel is closed")
 	default:
+	}
+}
+
+// TestInterruptResent: an INTERRUPT names a request by its unique without
+// the resend bit (1<<63), which a request served again for a predecessor
+// may carry (over io_uring the server marks it itself): it is interrupted
+// all the same. It answered EAGAIN before, forever.
+func TestInterruptResent(t *testing.T) {
+	rec := &cancelRecorder{RawFileSystem: NewDefaultRawFileSystem(), interrupt: true, as: 7}
+	ps := NewProtocolServer(rec, &MountOptions{})
+	rec.ps = &ps.protocolServer
+	in, out := getattrIov(7 | 1<<63)
+	ps.HandleRequest(in, out)
+	if rec.got != OK {
+		t.Fatalf("interruptRequest(7) of request 7|resend: %v, want OK", rec.got)
+	}
+	select {
+	case <-rec.cancels[0]:
+	default:
+		t.Fatal("the resent request's cancel channel is open after its interrupt")
 	}
 }
