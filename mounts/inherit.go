@@ -394,14 +394,16 @@ func writableRoots(s policy.Spec) []string {
 	return out
 }
 
-// outsideRepos returns the parent's (spec ps) writable roots at or below
-// none of a child's writable roots (roots), and the parent's own
-// ProtectedRepos: the repositories there, which the parent protects by
-// identity, the child protects too.
+// outsideRepos returns the parent's (spec ps) writable roots that are not
+// a child's writable root (roots), and the parent's own ProtectedRepos:
+// the repositories there, which the parent protects by identity, the
+// child protects too. One strictly below a child's root counts: the
+// policy protects by identity the repository at a root and those enclosing
+// it, never one nested below it.
 func outsideRepos(ps policy.Spec, roots []string) []string {
 	var out []string
 	for _, r := range append(writableRoots(ps), ps.ProtectedRepos...) {
-		if !withinAny(r, roots) && !slices.Contains(out, r) {
+		if !slices.Contains(roots, r) && !slices.Contains(out, r) {
 			out = append(out, r)
 		}
 	}
@@ -420,9 +422,9 @@ func withinAny(p string, roots []string) bool {
 
 // outsideProtected returns the places the parent (spec ps) protects that
 // are at or below none of a child's writable roots (roots): each protected
-// subpath under each of the parent's explicit roots, as spelt and by its
-// target key, and the parent's own ProtectedOutside, in that order, once
-// each. The child cannot write them by path (the narrowing check sees to
+// subpath under each of the parent's writable roots (the policy adds each
+// one's target key itself: guardPath), and the parent's own
+// ProtectedOutside, in that order, once each. The child cannot write them by path (the narrowing check sees to
 // it), but a hard link inside its roots may reach one: it protects their
 // objects by identity (policy.Spec.ProtectedOutside). The places below a
 // child's writable root are inheritedProtected's; those below a root it
@@ -439,12 +441,8 @@ func outsideProtected(ps policy.Spec, roots []string) []string {
 		}
 	}
 	for _, p := range ps.Protected {
-		for _, r := range specRoots(ps.Primary, ps.Additional) {
-			place := filepath.Join(r, p)
-			add(place)
-			if k, err := identity.TargetKey(place); err == nil && k != place {
-				add(k)
-			}
+		for _, r := range writableRoots(ps) {
+			add(filepath.Join(r, p))
 		}
 	}
 	for _, p := range ps.ProtectedOutside {

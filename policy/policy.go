@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"syscall"
 
@@ -113,22 +114,9 @@ func (p *Policy) Spec() Spec {
 	s.Additional = append([]Root(nil), p.spec.Additional...)
 	s.Temp = append([]string{}, p.spec.Temp...)
 	s.Protected = append([]string{}, p.spec.Protected...)
+	s.ProtectedOutside = slices.Clone(p.spec.ProtectedOutside)
+	s.ProtectedRepos = slices.Clone(p.spec.ProtectedRepos)
 	return s
-}
-
-// ProtectedPaths returns the physical paths the protected list protects
-// (the lexical spelling and the target key of each protected subpath of
-// each writable root), in no particular order. git's names are not among
-// them: the repository rule (git.go) decides them at each write, by path,
-// so a root is only ever made writable through a mount that asks the
-// policy. The slice is a copy.
-func (p *Policy) ProtectedPaths() []string {
-	gs := p.refresh()
-	out := make([]string, 0, len(gs.guards))
-	for _, g := range gs.guards {
-		out = append(out, g.key)
-	}
-	return out
 }
 
 // Mode returns the policy's mode (never empty).

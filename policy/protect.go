@@ -383,6 +383,11 @@ func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 			from = parentOf(g.key)
 		}
 		parent := stat(from)
+		if outside[g.key] && (!parent.exists || parent.mode != unix.S_IFDIR) {
+			// Its directory is not there yet: when it is made, the
+			// set is computed again and the place watched from there.
+			watch(parent)
+		}
 		first := true
 		for rest := strings.TrimPrefix(g.key[len(from):], "/"); rest != "" && parent.exists && parent.mode == unix.S_IFDIR; first = false {
 			name, tail, _ := strings.Cut(rest, "/")

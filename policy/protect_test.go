@@ -92,7 +92,9 @@ func TestProtectedAliasOfEnclosingRepository(t *testing.T) {
 // protected places) are protected by identity: a hard link inside the root
 // reaching one, or reaching a file below a protected directory, is refused
 // under every name, and a write at a place's own path; other files are
-// not; reads keep the outside's decision. A relative or unclean place is refused at Compile.
+// not; reads keep the outside's decision; a place whose directory is made
+// after Compile is protected once made. A relative or unclean place is
+// refused at Compile.
 func TestProtectedOutside(t *testing.T) {
 	root := tree(t, "proj/f", "proj/sec/key", "proj/d/free")
 	proj := root + "/proj"
@@ -113,6 +115,13 @@ func TestProtectedOutside(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, p.DecideAt(c.op, c.path, Object{Self: idOf(t, c.path)}), "%s %s", c.op, c.path)
 	}
+	// A place whose directory is made after Compile: protected once made.
+	p = mustCompile(t, Spec{Primary: d, Temp: []string{}, ProtectedOutside: []string{proj + "/build/key"}})
+	require.NoError(t, os.MkdirAll(proj+"/build", 0o755))
+	require.NoError(t, os.WriteFile(proj+"/build/key", nil, 0o644))
+	require.NoError(t, os.Link(proj+"/build/key", d+"/kalias"))
+	assert.Equal(t, deny(syscall.EACCES, "protected:"+proj+"/build/key"),
+		p.DecideAt(OpOpenWrite, d+"/kalias", Object{Self: idOf(t, d+"/kalias")}), "kalias, build/ made after Compile")
 	for _, bad := range []string{"f", proj + "/./f"} {
 		_, err := Compile(Spec{Primary: d, ProtectedOutside: []string{bad}})
 		assert.EqualError(t, err, fmt.Sprintf("policy: protected_outside[0] %q: must be an absolute, clean path", bad))
