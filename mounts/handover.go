@@ -73,7 +73,9 @@ func readHandover(state string) (handover, bool) {
 
 // suspended returns the pid in suspendName when that process still runs
 // with the start time recorded beside it (a file a crash left never names
-// a process that reused the pid), 0 otherwise.
+// a process that reused the pid), 0 otherwise. A file of a pid alone, as a
+// build before the start time writes it (a daemon being upgraded), names
+// that pid while it runs.
 func suspended(state string) int {
 	data, err := os.ReadFile(filepath.Join(state, suspendName))
 	if err != nil {
@@ -81,10 +83,12 @@ func suspended(state string) int {
 	}
 	var pid int
 	var start uint64
-	if n, _ := fmt.Sscan(string(data), &pid, &start); n != 2 {
+	n, _ := fmt.Sscan(string(data), &pid, &start)
+	if n == 0 || pid <= 0 {
 		return 0
 	}
-	if now, err := procStart(pid); err != nil || now != start {
+	now, err := procStart(pid)
+	if err != nil || (n == 2 && now != start) {
 		return 0
 	}
 	return pid

@@ -346,3 +346,33 @@ func TestAwaitExitTakenFirst(t *testing.T) {
 		t.Fatalf("awaitExit = %v, want %q", err, want)
 	}
 }
+
+// suspended names the daemon in takeover.suspended while it runs with the
+// recorded start time; a file of a pid alone, as a build before the start
+// time writes it, names that pid while it runs (a successor of this build
+// took over from such a daemon as from a stale file before: it waited out
+// lockWait and failed).
+func TestSuspendedFormats(t *testing.T) {
+	state := t.TempDir()
+	self := os.Getpid()
+	start, err := procStart(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file string
+		want int
+	}{
+		{fmt.Sprintf("%d %d\n", self, start), self},
+		{fmt.Sprintf("%d\n", self), self},
+		{fmt.Sprintf("%d %d\n", self, start+1), 0},
+		{"x\n", 0},
+	} {
+		if err := os.WriteFile(filepath.Join(state, suspendName), []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := suspended(state); got != c.want {
+			t.Errorf("suspended with %q = %d, want %d", c.file, got, c.want)
+		}
+	}
+}
