@@ -19,10 +19,12 @@ import (
 // show the overlay's st_dev, and whose st_ino is the lower inode number only
 // while upper and lower share a file system (xino puts a layer id in the
 // high bits otherwise), so a stat of the merged object never names the
-// project's object. Its file handle does: overlayfs (nfs_export=on, or the
-// fid-only export since Linux 6.6) encodes an object that has an origin in
-// the lower layer by the origin's own file handle, and an upper-only one by
-// its upper handle, flagged (fs/overlayfs/export.c, ovl_check_encode_origin;
+// project's object. Its file handle does: overlayfs with index=on and
+// nfs_export=on (mounts/layer.go overlayOptions; without the index a
+// copied-up object is encoded by its upper handle and would lose its
+// identity here) encodes an object that has an origin in the lower layer
+// by the origin's own file handle, and an upper-only one by its upper
+// handle, flagged (fs/overlayfs/export.c, ovl_check_encode_origin;
 // the format is struct ovl_fh in fs/overlayfs/overlayfs.h). The origin's
 // handle opened on the project's file system (open_by_handle_at(2)) and
 // fstat(2)ed is the project's (dev, ino), exact whatever the file systems.

@@ -94,9 +94,10 @@ func Mount(cfg Config) (*Server, error) {
 		unix.Close(rootFd)
 		return nil, fmt.Errorf("root %q: %w", cfg.Root, err)
 	}
-	// The one place wsfs sets the umask: the kernel has already applied
-	// the caller's umask to every create and mkdir request, so the server
-	// must not apply its own on top (a process-wide setting: every caller
+	// The process's umask (a ring's queue thread, whose file system
+	// context is its own, sets the caller's there for a create: umask.go):
+	// the kernel has already applied the caller's umask to every create
+	// and mkdir request, so the server must not apply its own on top (a process-wide setting: every caller
 	// of Mount, the CLI's mount and serve verbs included, relies on it).
 	syscall.Umask(0)
 

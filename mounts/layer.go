@@ -44,7 +44,9 @@ const layersDir = "layers"
 // index=on keeps hard links linked across copy-up and gives nfs_export its
 // index; redirect_dir=on renames a lower directory without copying its
 // tree; nfs_export=on gives overlay objects file handles, by which a
-// successor daemon finds its nodes again (fusefs/keep.go); xino=auto keeps
+// successor daemon finds its nodes again (fusefs/keep.go) and, with the
+// index, the policy the project object of a copied-up one (fusefs/overlay.go:
+// a protected file's hard links stay protected); xino=auto keeps
 // inode numbers unique when the layers are on different file systems.
 var overlayOptions = [][2]string{
 	{"index", "on"}, {"redirect_dir", "on"}, {"nfs_export", "on"}, {"xino", "auto"},

@@ -826,7 +826,7 @@ func (r *roller) renames(then, cur []api.Change) {
 		if src == "" || identity.Within(c.Path, src) || identity.Within(src, c.Path) {
 			continue // nothing to rename, or one inside the other
 		}
-		if err := removeNonDirAs(r.rights, r.merged, c.Path, objID{}); err != nil {
+		if err := removeNonDirAs(r.rights, r.merged, c.Path); err != nil {
 			continue
 		}
 		if err := r.rights.do(ownerAt(r.merged, src), func() error { return renameAt(r.merged, src, c.Path) }); err != nil {
@@ -913,7 +913,7 @@ func (r *roller) path(rel string, deep bool) bool {
 	case !vok && !mok:
 		return true
 	case !vok:
-		if err := removeNonDirAs(r.rights, r.merged, rel, objID{}); err != nil {
+		if err := removeNonDirAs(r.rights, r.merged, rel); err != nil {
 			return refuse(err)
 		}
 		applied()
@@ -926,7 +926,7 @@ func (r *roller) path(rel string, deep bool) bool {
 			return refuse(errors.New("the root is of another type"))
 		}
 		if mok {
-			if err := removeNonDirAs(r.rights, r.merged, rel, objID{}); err != nil {
+			if err := removeNonDirAs(r.rights, r.merged, rel); err != nil {
 				return refuse(err)
 			}
 		}

@@ -978,7 +978,10 @@ func (l *Layer) apply(r rights, proj, merged int, sl *stageLog, c api.Change, ol
 // rel that no user could replace (refusal, their error): when a user may
 // write that very file and make its attributes the layer's (times aside),
 // both done with its rights, the daemon replaces the file with the
-// layer's copy, as an in-place write would have left it (layerrights.go).
+// layer's copy: the content an in-place write would have left, in a new
+// inode (the project's other names of the old one, and descriptors open
+// on it, keep the old content) (layerrights.go). Attributes set before a
+// replacement that then fails stay set.
 // Else it returns the refusal.
 func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objID, owner uint32, refusal error) (objID, error) {
 	err := r.do(owner, func() error {
@@ -1077,11 +1080,11 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 		var err error
 		switch {
 		case c.Kind == ChangeAdded || c.Kind == ChangeRenamed:
-			err = removeNonDirAs(r, merged, c.Path, objID{})
+			err = removeNonDirAs(r, merged, c.Path)
 		case c.Kind == ChangeModified && !slices.Contains(c.Fields, "content") && !slices.Contains(c.Fields, "target"):
 			err = r.do(ownerAt(merged, c.Path), func() error { return metaAt(proj, merged, c.Path, objID{}) })
 		default:
-			if err = removeNonDirAs(r, merged, c.Path, objID{}); err == nil {
+			if err = removeNonDirAs(r, merged, c.Path); err == nil {
 				err = back.put(c.Path)
 			}
 		}

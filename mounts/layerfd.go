@@ -393,7 +393,9 @@ func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags u
 		}
 	}
 	var id objID
-	return id, inStage(pd, sl, func(s *stage) error {
+	// Not "return id, inStage(...)": the order in which a return
+	// statement reads id and calls inStage, which sets it, is unspecified.
+	err := inStage(pd, sl, func(s *stage) error {
 		ofd, err := makeObject(s.fd, sfd, st)
 		if err == unix.ENOENT {
 			return errStageLost
@@ -412,6 +414,7 @@ func makeIn(sl *stageLog, pd int, name string, sfd int, st *unix.Stat_t, flags u
 		id = objID{ot.Dev, ot.Ino}
 		return unix.Renameat2(s.fd, "o", pd, name, flags)
 	})
+	return id, err
 }
 
 // linkFd links the object open as fd (O_PATH, or an O_TMPFILE) as name in

@@ -25,8 +25,8 @@ package mounts
 // file the user may write but could not replace (owned by another user,
 // or in a directory it cannot write): checked first with the user's
 // rights (it may write the project's very file, and make its attributes
-// the layer's), then written as a replacement by the daemon, as an
-// in-place write would have left it.
+// the layer's), then written as a replacement by the daemon: the content
+// an in-place write would have left, in a new inode.
 
 import (
 	"errors"
@@ -107,11 +107,11 @@ func ownerAt(root int, rel string) uint32 {
 // noOwner is an owner hint that names no user.
 const noOwner = ^uint32(0)
 
-// removeNonDirAs removes rel below root (removeAllAt, want) with the
-// rights r; refused there, a non-directory is removed by the daemon, as
-// the session could have (see above): a directory, never.
-func removeNonDirAs(r rights, root int, rel string, want objID) error {
-	err := r.do(ownerAt(root, rel), func() error { return removeAllAt(root, rel, want) })
+// removeNonDirAs removes rel below root (removeAllAt) with the rights r;
+// refused there, a non-directory is removed by the daemon, as the session
+// could have (see above): a directory, never.
+func removeNonDirAs(r rights, root int, rel string) error {
+	err := r.do(ownerAt(root, rel), func() error { return removeAllAt(root, rel, objID{}) })
 	if !denied(err) {
 		return err
 	}
@@ -123,9 +123,6 @@ func removeNonDirAs(r rights, root int, rel string, want objID) error {
 	var st unix.Stat_t
 	if unix.Fstatat(pd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return err
-	}
-	if want != (objID{}) && (objID{st.Dev, st.Ino}) != want {
-		return errReplaced
 	}
 	if uerr := unix.Unlinkat(pd, name, 0); uerr != nil && uerr != unix.ENOENT {
 		return uerr

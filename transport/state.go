@@ -373,7 +373,7 @@ func OpenState(fd int) (*State, Meta, *Live, error) {
 	}
 	if v := binary.LittleEndian.Uint32(hdr[8:]); v != StateVersion && v != stateVersionDev {
 		unix.Close(fd)
-		return nil, m, nil, fmt.Errorf("%w (%d, this build reads %d)", ErrStateVersion, v, StateVersion)
+		return nil, m, nil, fmt.Errorf("%w (%d, this build reads %d and %d)", ErrStateVersion, v, stateVersionDev, StateVersion)
 	}
 	n := binary.LittleEndian.Uint32(hdr[12:])
 	if n > metaSize-16 {

@@ -488,8 +488,6 @@ type queue struct {
 	// committing are the entries whose COMMIT_AND_FETCH is queued and
 	// not yet seen submitted (markSubmitted).
 	committing []int
-	// pinned says the thread runs on the queue's CPU only.
-	pinned bool
 	// seen is the number of the gate's last opening the queue acted on
 	// (opened).
 	seen uint64
@@ -524,7 +522,7 @@ func (q *queue) run(made chan<- error) {
 	// Best effort: a CPU outside the process's cpuset (or offline)
 	// leaves the thread unpinned; the kernel still queues that CPU's
 	// callers here.
-	q.pinned = unix.SchedSetaffinity(0, &set) == nil
+	unix.SchedSetaffinity(0, &set)
 	if err := q.setup(); err != nil {
 		q.teardown()
 		made <- err

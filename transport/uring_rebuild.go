@@ -135,7 +135,7 @@ func (q *queue) rebuild(fd int, cause error) bool {
 	return true
 }
 
-// drain runs the deferred work of ring r (an old ring of the queue) and
+// drain runs the task work of ring r (an old ring of the queue) and
 // reaps its completions until none comes: entries with a request are
 // added to held, entries given back leave the count. Nothing is
 // submitted on r; it ends because each completion is one of r's finite

@@ -35,7 +35,8 @@ for a renamed path, "linked with P,Q" for a file of several names in the
 session (its hard links; a commit makes them one file in the project too) and
 "CONFLICT: ..." when the host changed the path since the session's first write
 there; then, unless --stat, the unified diff of each
-modified text file. --json prints the API's object (with the diffs).`,
+modified, added or deleted text file (these two against /dev/null; at most
+16 MiB of diffs, the last one may end past it). --json prints the API's object (with the diffs).`,
 		Args: minArgs(1, "session ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkID("session diff", args[0]); err != nil {
@@ -381,7 +382,8 @@ func newLayerDiffCmd() *cobra.Command {
 		Long: `List what the layer DIR changed, compared with its project, under each PATH
 (every change when none), as session diff lists it: one line per path (A, D,
 M, T, R, the path, its type, what changed, CONFLICT: ...), then, unless --stat,
-the unified diff of each modified text file. --json: {"layer","changes"}.`,
+the unified diff of each modified, added or deleted text file. --json:
+{"layer","changes"}.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withLayerDir(dir, args, func(l *mounts.Layer, info mounts.LayerInfo, rels []string) error {
 				cs, err := l.DiffPaths(cmd.Context(), rels, !stat)

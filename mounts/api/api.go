@@ -212,7 +212,8 @@ type Change struct {
 	// Diff is a unified diff (project, then session) of a text file's
 	// content, when asked for and both sides are text under 1 MiB (an
 	// added or deleted file's against /dev/null, as git diff shows it); at
-	// most 16 MiB of diff text per answer, later files without.
+	// most 16 MiB of diff text per answer (the one that reaches it ends past
+	// it), later files without.
 	Diff string `json:"diff,omitempty"`
 	// Links are the other paths of the same file in the session (its
 	// hard links, listed or not), sorted; a commit makes the paths it
