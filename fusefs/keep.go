@@ -201,9 +201,8 @@ func done(op, name string) {
 	}
 }
 
-// uniqueResend marks a request the kernel sends again after
-// FUSE_NOTIFY_RESEND (include/uapi/linux/fuse.h FUSE_UNIQUE_RESEND).
-const uniqueResend = 1 << 63
+// uniqueResend marks a request sent again (transport.UniqueResend).
+const uniqueResend = transport.UniqueResend
 
 // again records that the request h is about to change the file system
 // (transport.State.Intend) and reports, for a request the kernel sends

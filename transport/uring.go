@@ -35,6 +35,13 @@ const (
 	Dev Mode = "dev"
 )
 
+// UniqueResend is the bit of a request's unique that marks it sent again
+// (include/uapi/linux/fuse.h FUSE_UNIQUE_RESEND): the kernel sets it on
+// /dev/fuse after FUSE_NOTIFY_RESEND, and a server taking over a ring entry
+// its predecessor may have begun serves the request with it
+// (recoverSlots).
+const UniqueResend = 1 << 63
+
 // TestModeEnv names the environment variable that gives the mode when a
 // caller leaves it empty (Resolve): the test suites run under either
 // transport with it (WSFS_TEST_FUSE_TRANSPORT=io-uring go test ./fusefs/).
@@ -106,11 +113,6 @@ const (
 	inHeaderSize  = 40 // struct fuse_in_header
 	outHeaderSize = 16 // struct fuse_out_header
 	opSetlkw      = 33 // FUSE_SETLKW
-
-	// uniqueResend marks a request sent again (include/uapi/linux/
-	// fuse.h FUSE_UNIQUE_RESEND): a request taken over from a server
-	// that may have begun it is served with it (recoverSlots).
-	uniqueResend = 1 << 63
 
 	// entriesPerQueue ring entries are registered on each queue at
 	// Start: one request is served at a time per queue (inline, on the
@@ -966,7 +968,7 @@ func (q *queue) handle(ent *entry) {
 		if ent.resend {
 			c := make([]byte, inHeaderSize)
 			copy(c, inHdr)
-			binary.LittleEndian.PutUint64(c[8:], unique|uniqueResend)
+			binary.LittleEndian.PutUint64(c[8:], unique|UniqueResend)
 			inHdr = c
 		}
 		out := p
