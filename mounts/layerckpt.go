@@ -666,7 +666,8 @@ func (l *Layer) Rollback(name string) (api.RollbackResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("layer %q: %s: %s", l.Dir, layerStages, identity.ErrnoText(err))
 	}
-	r := &roller{view: view, merged: merged, sl: sl, res: &res, now: originsOf(cur), then: originsOf(then), rights: l.rights()}
+	r := &roller{view: view, merged: merged, sl: sl, res: &res, now: originsOf(cur), then: originsOf(then), rights: l.rights(),
+		copy: &linkedCopy{src: view, dst: merged, sl: sl}}
 	paths := map[string]bool{".": true}
 	deep := map[string]bool{}
 	for _, c := range append(cur, then...) {
@@ -739,37 +740,13 @@ type roller struct {
 	// now and then are the origins of the directories made or renamed
 	// in the merged overlay and in the checkpoint (originsOf).
 	now, then map[string]string
-	links     map[objID]placed // a view object of several links → where it was put
+	// copy puts the view's objects in the merged overlay, hard links
+	// linked.
+	copy *linkedCopy
 	// rights are the session users' (layerrights.go): what the rollback
 	// removes, renames or changes in the merged overlay is what they
 	// could; the checkpoint's objects are copied by the daemon.
 	rights rights
-}
-
-// put copies the view's object at rel (vst) to the merged overlay
-// (putAt; with tree, a directory's whole tree), or, for a file of several
-// links in the view of which this rollback put another name already, links
-// that copy there (linkAt), so that the checkpoint's hard links stay
-// linked.
-func (r *roller) put(rel string, vst *unix.Stat_t, tree bool) error {
-	if vst.Mode&unix.S_IFMT == unix.S_IFDIR || vst.Nlink < 2 {
-		return putAt(r.view, r.merged, r.sl, rel, tree, "", objID{})
-	}
-	id := objID{vst.Dev, vst.Ino}
-	if first, ok := r.links[id]; ok {
-		if err := linkAt(r.merged, r.sl, first, rel, objID{}); err == nil {
-			return nil
-		}
-	}
-	got, err := putObj(r.view, r.merged, r.sl, rel, tree, "", objID{})
-	if err != nil {
-		return err
-	}
-	if r.links == nil {
-		r.links = map[objID]placed{}
-	}
-	r.links[id] = placed{rel, got}
-	return nil
 }
 
 // originsOf returns, per directory path that changes lists as made anew
@@ -930,7 +907,7 @@ func (r *roller) path(rel string, deep bool) bool {
 				return refuse(err)
 			}
 		}
-		if err := r.put(rel, &vst, true); err != nil {
+		if err := r.copy.put(rel, true); err != nil {
 			return refuse(err)
 		}
 		applied()
@@ -942,7 +919,7 @@ func (r *roller) path(rel string, deep bool) bool {
 	}
 	switch {
 	case content:
-		err = r.put(rel, &vst, false)
+		err = r.copy.put(rel, false)
 	case meta:
 		err = r.rights.do(mst.Uid, func() error { return metaAt(r.view, r.merged, rel, objID{}) })
 	}

@@ -1024,7 +1024,7 @@ func writeInPlace(r rights, proj, merged int, sl *stageLog, rel string, old objI
 // overlay (changing an upper directory under a mounted overlay is
 // undefined): an added object is removed, a deleted or changed one is
 // copied back from the project (a file of several names there linked
-// again: copyBack). Removals and attribute changes are made with the
+// again: linkedCopy). Removals and attribute changes are made with the
 // rights of the session's users, if it has any (layerrights.go). The
 // layer then holds a copy equal to the project there, which Diff no
 // longer lists.
@@ -1059,7 +1059,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 			whole = append(whole, c.Path)
 		}
 	}
-	back := &copyBack{proj: proj, merged: merged, sl: sl}
+	back := &linkedCopy{src: proj, dst: merged, sl: sl}
 	// Deepest first: what lies in a directory is undone before it is.
 	slices.Reverse(changes)
 	for _, c := range changes {
@@ -1085,7 +1085,7 @@ func (l *Layer) Discard(paths []string) (api.LayerResult, error) {
 			err = r.do(ownerAt(merged, c.Path), func() error { return metaAt(proj, merged, c.Path, objID{}) })
 		default:
 			if err = removeNonDirAs(r, merged, c.Path); err == nil {
-				err = back.put(c.Path)
+				err = back.put(c.Path, true)
 			}
 		}
 		if err != nil {

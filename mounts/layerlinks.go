@@ -423,34 +423,57 @@ func (k *linker) put(p string, id objID) {
 	}
 }
 
-// copyBack is a discard's copy of the project's objects into the merged
-// overlay: a file of several names in the project of which it copied
-// another name already is linked to that copy (linkAt), so that the
-// session sees the project's hard links again.
-type copyBack struct {
-	proj, merged int
-	sl           *stageLog
-	links        map[objID]placed // a project file → where its copy was put
+// linkedCopy copies objects from src to dst (a discard's from the
+// project into the merged overlay, a rollback's from a checkpoint's view):
+// a file of several names of which it copied another name already, in a
+// directory's tree too, is linked to that copy (linkAt), so that hard
+// links stay linked; one it cannot link is copied.
+type linkedCopy struct {
+	src, dst int
+	sl       *stageLog
+	links    map[objID]placed // a src file → where its copy was put
 }
 
-// put copies the project's object at rel (a directory with its tree) into
-// the merged overlay, where nothing is now.
-func (b *copyBack) put(rel string) error {
-	st, ok, err := lstatAtRoot(b.proj, rel)
-	if err != nil || !ok || st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink < 2 {
-		return putAt(b.proj, b.merged, b.sl, rel, true, "", objID{})
+// put copies src's object at rel to dst (putObj), with tree a
+// directory's whole tree, entry by entry through put.
+func (c *linkedCopy) put(rel string, tree bool) error {
+	st, ok, err := lstatAtRoot(c.src, rel)
+	switch {
+	case err != nil:
+		return err
+	case !ok || st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink < 2:
+		return putAt(c.src, c.dst, c.sl, rel, false, "", objID{})
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		if err := putAt(c.src, c.dst, c.sl, rel, false, "", objID{}); err != nil || !tree {
+			return err
+		}
+		fd, err := openAt(c.src, rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		names, err := readNames(fd)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := c.put(relJoin(rel, n), true); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	id := objID{st.Dev, st.Ino}
-	if first, ok := b.links[id]; ok {
-		return linkAt(b.merged, b.sl, first, rel, objID{})
+	if first, ok := c.links[id]; ok && linkAt(c.dst, c.sl, first, rel, objID{}) == nil {
+		return nil
 	}
-	got, err := putObj(b.proj, b.merged, b.sl, rel, true, "", objID{})
+	got, err := putObj(c.src, c.dst, c.sl, rel, false, "", objID{})
 	if err != nil {
 		return err
 	}
-	if b.links == nil {
-		b.links = map[objID]placed{}
+	if c.links == nil {
+		c.links = map[objID]placed{}
 	}
-	b.links[id] = placed{rel, got}
+	c.links[id] = placed{rel, got}
 	return nil
 }

@@ -257,3 +257,42 @@ func TestLayerFileRename(t *testing.T) {
 		t.Fatalf("diff after the commit: %+v %v, want nothing", cs, err)
 	}
 }
+
+// TestLayerHardLinksDiscardTree: a directory the session removed whole
+// (rm -rf d) holding names of one file (d/x, d/y) comes back from a
+// discard with its names linked again (one inode), and a diff lists
+// nothing. Before, the tree was copied entry by entry without the links:
+// d/x and d/y came back as two files, silently. A name of that file
+// outside the tree (e), which the discard does not touch, stays the
+// project's own object in the session: it is not linked to the copy.
+func TestLayerHardLinksDiscardTree(t *testing.T) {
+	proj := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proj, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "d", "x"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"d/y", "e"} {
+		if err := os.Link(filepath.Join(proj, "d", "x"), filepath.Join(proj, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := layerFor(t, proj)
+	m := l.Merged()
+	if err := os.RemoveAll(filepath.Join(m, "d")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Discard(nil)
+	if err != nil || len(res.Refused) != 0 || !reflect.DeepEqual(res.Applied, []string{"d"}) {
+		t.Fatalf("discard: %+v %v, want d applied", res, err)
+	}
+	xi, xn := inode(t, filepath.Join(m, "d", "x"))
+	yi, yn := inode(t, filepath.Join(m, "d", "y"))
+	if xi != yi || xn != 2 || yn != 2 {
+		t.Fatalf("d/x, d/y after the discard: inodes %d %d, links %d %d; want one file of 2 links", xi, yi, xn, yn)
+	}
+	if cs, err := l.Diff(false); err != nil || len(cs) != 0 {
+		t.Fatalf("diff after the discard: %+v %v, want nothing", cs, err)
+	}
+}
