@@ -335,8 +335,8 @@ func TestACLPermissionModel(t *testing.T) {
 const childServeEnv = "WSFS_TEST_CHILD_SERVE"
 
 // childServe is the whole life of a test binary re-executed as a server:
-// mount the root at the mountpoint in $WSFS_TEST_CHILD_MNT, say "ready",
-// serve until killed.
+// mount the root at the mountpoint in $WSFS_TEST_CHILD_MNT, say "ready"
+// and the transport it serves on (Server.Transport), serve until killed.
 func childServe(root string) {
 	pol, err := policy.Compile(policy.Spec{Primary: root, Temp: []string{}})
 	cfg := fusefs.Config{Root: root, Mountpoint: os.Getenv("WSFS_TEST_CHILD_MNT"), Policy: pol,
@@ -381,7 +381,7 @@ func childServe(root string) {
 	// leave the connection to the successor).
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
-	fmt.Println("ready")
+	fmt.Println("ready", srv.Transport())
 	<-term
 	srv.Pause(2 * time.Second)
 	os.Exit(0)
@@ -415,7 +415,7 @@ func TestDeadMountDetected(t *testing.T) {
 		}
 	})
 	line, _ := bufio.NewReader(out).ReadString('\n')
-	if line != "ready\n" {
+	if !strings.HasPrefix(line, "ready ") {
 		t.Fatalf("child server: %q", line)
 	}
 	if got := shOK(t, "/", "ls "+shq(mnt)+" && stat -c %F "+shq(mnt)); got != "f\ndirectory\n" {

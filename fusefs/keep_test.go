@@ -59,7 +59,10 @@ func holderT(t *testing.T, sock, mnt string) string {
 
 // keptServer runs the test binary as a server of backing at mnt whose
 // connection is kept in the holder at sock (adopting the one kept there,
-// if any), and returns once it serves.
+// if any), and returns once it serves; given childTransportEnv in env, it
+// fails the test unless the server is on that transport (a ring that could
+// not register leaves a new mount on /dev/fuse, and a test of the ring
+// would pass on /dev/fuse).
 func keptServer(t *testing.T, backing, mnt, sock string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -78,8 +81,17 @@ func keptServer(t *testing.T, backing, mnt, sock string, env ...string) *exec.Cm
 		cmd.Wait()
 	})
 	line, _ := bufio.NewReader(out).ReadString('\n')
-	if line != "ready\n" {
-		t.Fatalf("child server: %q", line)
+	want := "ready "
+	for _, e := range env {
+		switch e {
+		case childTransportEnv + "=" + string(transport.IOURing):
+			want += transport.NameURing + "\n"
+		case childTransportEnv + "=" + string(transport.Dev):
+			want += transport.NameDev + "\n"
+		}
+	}
+	if !strings.HasPrefix(line, want) {
+		t.Fatalf("child server: %q, want %q", line, want)
 	}
 	return cmd
 }
