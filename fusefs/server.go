@@ -755,9 +755,13 @@ func (s *Server) Suspend(wait time.Duration) bool {
 	return s.suspend(wait)
 }
 
+// suspend pauses /dev/fuse's readers and the ring's queues at once, so
+// that both are given wait, and the call takes no longer.
 func (s *Server) suspend(wait time.Duration) bool {
+	ring := make(chan bool, 1)
+	go func() { ring <- s.m.ring.Pause(wait) }()
 	dev := s.fuse.Pause(wait)
-	return s.m.ring.Pause(wait) && dev
+	return <-ring && dev
 }
 
 // Resume undoes Suspend: requests are served again, and the ones left
