@@ -1,10 +1,11 @@
 package fusefs
 
 import (
+	"errors"
+	"fmt"
 	"os/user"
 	"runtime"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,15 +53,22 @@ func UserCred(uid uint32) Cred {
 	return c
 }
 
+// ErrNoIdentity is RunAs's error when it could not take the identity (a
+// server that is not root; setfsuid, setgroups or capset refused): nothing
+// of f ran. It is no EPERM, so that a caller never takes it for f's own
+// refusal.
+var ErrNoIdentity = errors.New("could not take the user's identity")
+
 // RunAs runs f on a thread of its own with c's identity and no effective
 // capability, and returns f's error. The thread gets the server's identity
 // and capabilities back afterwards; one that cannot ends with f's
 // goroutine (runtime.LockOSThread), so no other work ever runs with c's
-// rights. Errors: f's, or EPERM when the identity could not be taken (a
-// server that is not root; nothing of f ran).
+// rights. Errors: f's, or "uid N: " ErrNoIdentity (errors.Is) when the
+// identity could not be taken.
 func RunAs(c Cred, f func() error) error {
+	noID := func() error { return fmt.Errorf("uid %d: %w", c.Uid, ErrNoIdentity) }
 	if !self.canSwitch {
-		return syscall.EPERM
+		return noID()
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -69,7 +77,7 @@ func RunAs(c Cred, f func() error) error {
 		var saved [2]unix.CapUserData
 		if err := unix.Capget(&hdr, &saved[0]); err != nil {
 			runtime.UnlockOSThread() // nothing changed
-			done <- syscall.EPERM
+			done <- noID()
 			return
 		}
 		err := setThreadIdentity(c.Uid, c.Gid, c.Groups)
@@ -81,7 +89,7 @@ func RunAs(c Cred, f func() error) error {
 		if err == nil {
 			err = f()
 		} else {
-			err = syscall.EPERM
+			err = noID()
 		}
 		// Capabilities first: setgroups(2) needs CAP_SETGID back.
 		if unix.Capset(&hdr, &saved[0]) == nil && setThreadIdentity(self.uid, self.gid, self.groups) == nil {
