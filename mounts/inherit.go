@@ -142,12 +142,12 @@ func checkNarrower(id, parentID string, parent, child *policy.Policy, parentLink
 			return refuse("policy protects less than parent %q: %q is missing from protected", parentID, p)
 		}
 	}
-	for _, p := range outsideProtected(ps, writableRoots(cs)) {
+	for _, p := range outsideProtected(ps, cs.WritableRoots()) {
 		if !slices.Contains(cs.ProtectedOutside, p) {
 			return refuse("policy protects less than parent %q: %q is missing from protected_outside", parentID, p)
 		}
 	}
-	for _, r := range outsideRepos(ps, writableRoots(cs)) {
+	for _, r := range outsideRepos(ps, cs.WritableRoots()) {
 		if !slices.Contains(cs.ProtectedRepos, r) {
 			return refuse("policy protects less than parent %q: %q is missing from protected_repos", parentID, r)
 		}
@@ -361,7 +361,7 @@ func narrowSpec(own policy.Spec, parent *policy.Policy) policy.Spec {
 func withParentsOutside(s policy.Spec, root string, ps policy.Spec) policy.Spec {
 	w := s
 	w.Primary = root
-	writable := writableRoots(w)
+	writable := w.WritableRoots()
 	s.ProtectedOutside = union(s.ProtectedOutside, outsideProtected(ps, writable))
 	s.ProtectedRepos = union(s.ProtectedRepos, outsideRepos(ps, writable))
 	return s
@@ -378,22 +378,6 @@ func union(a, b []string) []string {
 	return out
 }
 
-// writableRoots returns the explicit roots spec s may write: the primary
-// unless the mode is read-only (an empty mode is workspace-write), the
-// read-write additional roots.
-func writableRoots(s policy.Spec) []string {
-	var out []string
-	if s.Mode != policy.ModeReadOnly {
-		out = append(out, s.Primary)
-	}
-	for _, r := range s.Additional {
-		if r.Access == policy.AccessReadWrite {
-			out = append(out, r.Path)
-		}
-	}
-	return out
-}
-
 // outsideRepos returns the parent's (spec ps) writable roots that are not
 // a child's writable root (roots), and the parent's own ProtectedRepos:
 // the repositories there, which the parent protects by identity, the
@@ -402,7 +386,7 @@ func writableRoots(s policy.Spec) []string {
 // it, never one nested below it.
 func outsideRepos(ps policy.Spec, roots []string) []string {
 	var out []string
-	for _, r := range append(writableRoots(ps), ps.ProtectedRepos...) {
+	for _, r := range append(ps.WritableRoots(), ps.ProtectedRepos...) {
 		if !slices.Contains(roots, r) && !slices.Contains(out, r) {
 			out = append(out, r)
 		}
@@ -441,7 +425,7 @@ func outsideProtected(ps policy.Spec, roots []string) []string {
 		}
 	}
 	for _, p := range ps.Protected {
-		for _, r := range writableRoots(ps) {
+		for _, r := range ps.WritableRoots() {
 			add(filepath.Join(r, p))
 		}
 	}

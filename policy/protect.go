@@ -302,15 +302,7 @@ func (p *Policy) ObserveLink(linkPath, text string) {
 // names (remembered), with the witnesses of the current keys.
 func (p *Policy) computeGuards(prev *guardSet, extra []guard) *guardSet {
 	c := &compiler{spec: p.spec, seen: map[string]bool{}}
-	var roots []string
-	if p.spec.Mode != ModeReadOnly {
-		roots = append(roots, p.spec.Primary)
-	}
-	for _, r := range p.spec.Additional {
-		if r.Access == AccessReadWrite {
-			roots = append(roots, r.Path)
-		}
-	}
+	roots := p.spec.WritableRoots()
 	for _, r := range roots {
 		c.protect(r)
 	}

@@ -78,6 +78,23 @@ type Spec struct {
 	ProtectedRepos []string `json:"protected_repos,omitempty" yaml:"protected_repos,omitempty"`
 }
 
+// WritableRoots returns the explicit roots s lets write, as given: the
+// primary unless the mode is read-only (an empty mode is workspace-write),
+// then each read-write additional root, in order. The protected subpaths
+// and the repository rule's identities apply below these.
+func (s Spec) WritableRoots() []string {
+	var out []string
+	if s.Mode != ModeReadOnly {
+		out = append(out, s.Primary)
+	}
+	for _, r := range s.Additional {
+		if r.Access == AccessReadWrite {
+			out = append(out, r.Path)
+		}
+	}
+	return out
+}
+
 // DefaultProtected are the protected subpaths when Spec.Protected is nil:
 // none. What git executes (config, config.worktree, commondir and hooks in
 // every git directory, and what configs name) is protected by the
