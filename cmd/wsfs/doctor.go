@@ -517,11 +517,10 @@ func findKeepers() map[string]keeper {
 		if err != nil {
 			continue
 		}
-		argv := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if len(argv) != 4 || argv[1] != "holder" || argv[2] != "--socket" || seen[argv[3]] {
+		socket, ok := holderSocketOf(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"))
+		if !ok || seen[socket] {
 			continue
 		}
-		socket := argv[3]
 		seen[socket] = true
 		type answer struct {
 			pid   int

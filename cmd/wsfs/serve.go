@@ -344,7 +344,7 @@ func connectionStore(stateDir string, logger *slog.Logger) (transport.Store, err
 		logger.Info("connections kept in systemd's file descriptor store")
 		return s, nil
 	}
-	return &transport.Holder{Socket: filepath.Join(stateDir, "holder.sock")}, nil
+	return &transport.Holder{Socket: holderSocket(stateDir)}, nil
 }
 
 // startStore starts the holder of a Holder store when none answers at its
@@ -370,6 +370,19 @@ func startStore(st transport.Store, logger *slog.Logger) error {
 func holderArgv(socket string) []string {
 	return []string{selfPath(), "holder", "--socket", socket}
 }
+
+// holderSocketOf returns the socket of a holder started with holderArgv,
+// from its argv (/proc/PID/cmdline, argv[0] aside); ok is false for any
+// other process.
+func holderSocketOf(argv []string) (socket string, ok bool) {
+	if len(argv) != 4 || argv[1] != "holder" || argv[2] != "--socket" {
+		return "", false
+	}
+	return argv[3], true
+}
+
+// holderSocket is the socket of the holder process of stateDir.
+func holderSocket(stateDir string) string { return filepath.Join(stateDir, "holder.sock") }
 
 // selfPath is this binary's path for the argv[0] of the processes the
 // daemon starts (os.Executable; /proc/self/exe when it cannot be found):
