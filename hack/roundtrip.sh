@@ -25,6 +25,11 @@
 # once, each a thread pinned to its own CPU (hack/roundtrip's CLIENTS): 2
 # on 2 CPUs is a parallel tool, or one that moves between CPUs.
 # ROUNDTRIP_ROUNDS (2) rounds, configurations in turn within each.
+# First it prints the floor under any round trip here (hack/switchcost): the
+# same hand-off of the CPU and back without a file system, between two
+# threads, two processes on one CPU (what a request served on the caller's
+# CPU, as over io_uring, cannot go below) and two processes on two CPUs (a
+# wake-up of another CPU).
 # Everything is made under a fresh directory below ROUNDTRIP_TMPDIR
 # (/var/tmp) and unmounted by exact path on exit.
 set -euo pipefail
@@ -66,7 +71,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$HERE" && go build -o "$TMP/benchmount" ./hack/benchmount && go build -o "$TMP/roundtrip" ./hack/roundtrip)
+(cd "$HERE" && go build -o "$TMP/benchmount" ./hack/benchmount && go build -o "$TMP/roundtrip" ./hack/roundtrip &&
+	go build -o "$TMP/switchcost" ./hack/switchcost)
 
 declare -A PID
 CONFIGS=()
@@ -111,6 +117,8 @@ CONFIGS+=(overlay)
 file() { if [ "$1" = overlay ]; then echo "$TMP/ovl/mnt/f"; else echo "$TMP/$1/mnt/f"; fi; }
 
 echo "### FUSE round trips: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $N per line"
+echo "Hand-off floor (hack/switchcost, µs per round trip between two threads or processes, no file system):"
+"$TMP/switchcost" | sed 's/^/  /'
 for clients in "${CLIENTS[@]}"; do
 	for think in "${THINK[@]}"; do
 		for kind in statfs getxattr open openread; do
