@@ -53,6 +53,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "switchcost: -n and -rounds must be at least 1")
 		os.Exit(2)
 	}
+	// Each side of a ping-pong holds a P while it blocks in a raw read:
+	// with fewer Ps than sides plus one, the other side could not run.
+	if runtime.GOMAXPROCS(0) < 3 {
+		runtime.GOMAXPROCS(3)
+	}
 	var cpus unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
 		fail(err)
