@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -364,6 +365,10 @@ func childServe(root string) {
 		if late := os.Getenv(childForgetLateEnv); late != "" {
 			forgetLate(late)
 		}
+		if q := os.Getenv(childFailQueueEnv); q != "" {
+			n, _ := strconv.Atoi(q)
+			transport.FailAdoptedQueueForTest(n)
+		}
 		conns, _, terr := transport.TakeConns(h)
 		if err = terr; err == nil {
 			cfg.Adopt = conns[cfg.Mountpoint]
@@ -375,6 +380,9 @@ func childServe(root string) {
 	}
 	if err != nil {
 		fmt.Println("error:", err)
+		if os.Getenv(childFailQueueEnv) != "" {
+			fmt.Println("kept:", connDescriptors())
+		}
 		os.Exit(1)
 	}
 	// SIGTERM: a handover, as the daemon's (stop at a request boundary,

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +33,26 @@ const childTransportEnv = "WSFS_TEST_CHILD_TRANSPORT"
 // childDieEnv names "op:name", the request after which the child server
 // kills itself before answering (fusefs.SetCarriedOut).
 const childDieEnv = "WSFS_TEST_CHILD_DIE"
+
+// childFailQueueEnv makes the child server's rings taken over fail the
+// registration of that queue (transport.FailAdoptedQueueForTest); a child
+// whose Mount fails then also prints what connDescriptors finds.
+const childFailQueueEnv = "WSFS_TEST_CHILD_FAIL_QUEUE"
+
+// connDescriptors lists, sorted, what this process's descriptors of a FUSE
+// connection and of ring memory link to (/dev/fuse, /memfd:wsfs-ring).
+func connDescriptors() string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var kept []string
+	for _, e := range ents {
+		l, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && (l == "/dev/fuse" || strings.HasPrefix(l, "/memfd:wsfs-ring")) {
+			kept = append(kept, l)
+		}
+	}
+	sort.Strings(kept)
+	return strings.Join(kept, ",")
+}
 
 // holderT runs a holder at sock in this process and returns sock. Cleanup
 // tells it to exit (the connections it alone keeps end) and detaches mnt
@@ -659,5 +680,54 @@ pwd -P
 	}
 	if got, err := os.ReadFile(filepath.Join(backing, "d/new")); err != nil || string(got) != "x\n" {
 		t.Errorf("d/new on disk: %q, %v; want %q", got, err, "x\n")
+	}
+}
+
+// TestTakeOverRingFailureKeepsNothing: a successor that takes over a
+// connection on the ring and cannot register one of its queues (that
+// CPU's requests would wait for good: such a connection has no way back
+// to /dev/fuse) ends the connection and keeps nothing of it: its Mount
+// fails naming the queue, the mount answers ENOTCONN, and no descriptor
+// of /dev/fuse or of the ring memory stays open in the successor. go-fuse's
+// descriptor of the connection stayed open before.
+func TestTakeOverRingFailureKeepsNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
+	}
+	if _, on := transport.KernelURing(); !on {
+		t.Skip("FUSE over io_uring is off (" + transport.URingParameter + "; .ci/run's io-uring pass turns it on)")
+	}
+	dir := canonT(t, t.TempDir())
+	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
+	for _, d := range []string{backing, mnt, ctl} {
+		mkdirT(t, d, 0o755)
+	}
+	env := childTransportEnv + "=io-uring"
+	sock := holderT(t, filepath.Join(ctl, "h.sock"), mnt)
+	first := keptServer(t, backing, mnt, sock, env)
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatalf("the first server's handover: %v", err)
+	}
+
+	next := exec.Command(os.Args[0], "-test.run=^$")
+	next.Dir = "/"
+	next.Env = append(os.Environ(), childServeEnv+"="+backing, "WSFS_TEST_CHILD_MNT="+mnt,
+		childHolderEnv+"="+sock, env, childFailQueueEnv+"=0")
+	next.Stderr = os.Stderr
+	out, err := next.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("the successor: %v (%q), want exit status 1", err, out)
+	}
+	want := fmt.Sprintf("error: take over %q: ring: queue 0: registration skipped (test)\nkept: \n", mnt)
+	if string(out) != want {
+		t.Fatalf("the successor said %q, want %q", out, want)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(mnt, &st); err != unix.ENOTCONN {
+		t.Fatalf("statfs of the mount after the failed takeover: %v, want ENOTCONN", err)
 	}
 }

@@ -382,7 +382,15 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 		// mount again.
 		if aerr := transport.AbortConnection(transport.FusectlName(mountpoint)); aerr != nil {
 			m.log.Error("a connection taken over on the ring could not register its queues, nor be ended", m.sessionAttr("mountpoint", mountpoint, "err", err, "abort_err", aerr)...)
+			return nil, fmt.Errorf("ring: %w", err)
 		}
+		// Ended: go-fuse's read gets ENODEV at once and Serve closes
+		// its descriptor of the connection; the queues end with it and
+		// give theirs and the ring memory back. Nothing of the
+		// connection stays open here.
+		srv.Serve()
+		ring.Wait()
+		m.fuseSrv.Store(nil)
 		return nil, fmt.Errorf("ring: %w", err)
 	}
 	// Start logs why a new mount stays on /dev/fuse otherwise.

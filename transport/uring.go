@@ -169,6 +169,9 @@ type URing struct {
 	active  atomic.Bool
 	devFd   int
 	wg      sync.WaitGroup
+	// released is closed once the queues' descriptor of the connection
+	// and the ring memory are given back (made by Start; nil before).
+	released chan struct{}
 	// mem holds every entry's buffers (ringmem.go); owner marks the
 	// slots this URing registered.
 	mem   *ringMem
@@ -194,6 +197,17 @@ type URing struct {
 	// failure without registering (tests: the ring turned off by
 	// turnOff while the other queues hold entries).
 	failQueue int
+}
+
+// adoptFailQueue is FailAdoptedQueueForTest's queue plus one (0: none).
+var adoptFailQueue atomic.Int32
+
+// FailAdoptedQueueForTest makes queue qid of every URing AdoptURing makes
+// from now on report a registration failure without registering, as a
+// kernel that refused it would; a negative qid ends that. For tests only
+// (fusefs: a takeover whose ring cannot be served).
+func FailAdoptedQueueForTest(qid int) {
+	adoptFailQueue.Store(int32(max(qid, -1) + 1))
 }
 
 var logOnce sync.Map // reason -> *sync.Once
@@ -307,6 +321,7 @@ func AdoptURing(ringFd int, g RingGeometry, log *slog.Logger) (*URing, error) {
 		return nil, fmt.Errorf("fuse transport io-uring: %w", err)
 	}
 	u.adopted = true
+	u.failQueue = int(adoptFailQueue.Load()) - 1
 	return u, nil
 }
 
@@ -393,12 +408,14 @@ func (u *URing) Start(srv *fuse.Server, mountpoint string) error {
 	u.devFd = fd
 	u.conn = FusectlName(mountpoint)
 	u.mountpoint = mountpoint
+	u.released = make(chan struct{})
 	go func() {
 		// The queues' commands name the descriptor and the ring
 		// memory until the last queue ends.
 		u.wg.Wait()
 		unix.Close(fd)
 		u.mem.close()
+		close(u.released)
 	}()
 	for _, q := range u.queues {
 		q.srv = srv
@@ -446,10 +463,15 @@ func (u *URing) Served() uint64 {
 }
 
 // Wait returns once every queue has ended (the connection ended, or
-// the rings were given up). nil-safe.
+// the rings were given up) and, after Start, the queues' descriptor of
+// the connection and the ring memory are given back. nil-safe.
 func (u *URing) Wait() {
-	if u != nil {
-		u.wg.Wait()
+	if u == nil {
+		return
+	}
+	u.wg.Wait()
+	if u.released != nil {
+		<-u.released
 	}
 }
 
