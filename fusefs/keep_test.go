@@ -54,6 +54,27 @@ func connDescriptors() string {
 	return strings.Join(kept, ",")
 }
 
+// ringHolderT skips the test unless it can keep a server's connection on
+// FUSE over io_uring (root, for open_by_handle_at(2); the fuse module's
+// enable_uring on), and returns an empty backing directory, mountpoint
+// and control directory under a new temporary directory, and the socket
+// of a holder listening in the control directory (holderT).
+func ringHolderT(t *testing.T) (backing, mnt, ctl, sock string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
+	}
+	if _, on := transport.KernelURing(); !on {
+		t.Skip("FUSE over io_uring is off (" + transport.URingParameter + "; .ci/run's io-uring pass turns it on)")
+	}
+	dir := canonT(t, t.TempDir())
+	backing, mnt, ctl = filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
+	for _, d := range []string{backing, mnt, ctl} {
+		mkdirT(t, d, 0o755)
+	}
+	return backing, mnt, ctl, holderT(t, filepath.Join(ctl, "h.sock"), mnt)
+}
+
 // holderT runs a holder at sock in this process and returns sock. Cleanup
 // tells it to exit (the connections it alone keeps end) and detaches mnt
 // if a mount is still there.
@@ -270,23 +291,12 @@ pwd -P
 // mount (a shell holds a file open, idle), is answered. Without the kick
 // each waits for good.
 func TestRingQueuedWhileDownServed(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
-	}
-	if _, on := transport.KernelURing(); !on {
-		t.Skip("FUSE over io_uring is off (" + transport.URingParameter + "; .ci/run's io-uring pass turns it on)")
-	}
 	if _, err := exec.LookPath("taskset"); err != nil {
 		t.Skip("taskset(1) missing")
 	}
-	dir := canonT(t, t.TempDir())
-	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
-	for _, d := range []string{backing, mnt, ctl} {
-		mkdirT(t, d, 0o755)
-	}
+	backing, mnt, ctl, sock := ringHolderT(t)
 	writeFileT(t, filepath.Join(backing, "held"), "held\n", 0o644)
 	env := childTransportEnv + "=io-uring"
-	sock := holderT(t, filepath.Join(ctl, "h.sock"), mnt)
 	first := keptServer(t, backing, mnt, sock, env)
 
 	ready := filepath.Join(ctl, "ready")
@@ -691,19 +701,8 @@ pwd -P
 // of /dev/fuse or of the ring memory stays open in the successor. go-fuse's
 // descriptor of the connection stayed open before.
 func TestTakeOverRingFailureKeepsNothing(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: open_by_handle_at(2) needs CAP_DAC_READ_SEARCH")
-	}
-	if _, on := transport.KernelURing(); !on {
-		t.Skip("FUSE over io_uring is off (" + transport.URingParameter + "; .ci/run's io-uring pass turns it on)")
-	}
-	dir := canonT(t, t.TempDir())
-	backing, mnt, ctl := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), filepath.Join(dir, "ctl")
-	for _, d := range []string{backing, mnt, ctl} {
-		mkdirT(t, d, 0o755)
-	}
+	backing, mnt, _, sock := ringHolderT(t)
 	env := childTransportEnv + "=io-uring"
-	sock := holderT(t, filepath.Join(ctl, "h.sock"), mnt)
 	first := keptServer(t, backing, mnt, sock, env)
 	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
