@@ -380,16 +380,31 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 		// not register would leave its CPU's callers waiting for good.
 		// End the connection (they get ECONNABORTED) for the caller to
 		// mount again.
-		if aerr := transport.AbortConnection(transport.FusectlName(mountpoint)); aerr != nil {
+		aerr := transport.AbortConnection(transport.FusectlName(mountpoint))
+		if aerr == nil && !transport.Ended(srv) {
+			// fusectl named another connection: the mount point is
+			// covered by another FUSE mount.
+			aerr = errors.New("the abort did not end it (is the mount point covered by another FUSE mount?)")
+		}
+		if aerr != nil {
+			// Left as it is: its other queues go on serving what they can.
 			m.log.Error("a connection taken over on the ring could not register its queues, nor be ended", m.sessionAttr("mountpoint", mountpoint, "err", err, "abort_err", aerr)...)
 			return nil, fmt.Errorf("ring: %w", err)
 		}
 		// Ended: go-fuse's read gets ENODEV at once and Serve closes
-		// its descriptor of the connection; the queues end with it and
-		// give theirs and the ring memory back. Nothing of the
-		// connection stays open here.
+		// its descriptor of the connection; the queues (Start opened
+		// their gate) end with it and give theirs and the ring memory
+		// back, so nothing of the connection stays open here, unless a
+		// lock wait a queue handed off holds on (its fcntl(2) waits for
+		// the lock's holder): then they are given back when it ends.
 		srv.Serve()
-		ring.Wait()
+		ended := make(chan struct{})
+		go func() { ring.Wait(); close(ended) }()
+		select {
+		case <-ended:
+		case <-time.After(ringEndWait):
+			m.log.Warn("an ended connection's ring queues still wait on a lock; they give back their descriptors when it is granted", m.sessionAttr("mountpoint", mountpoint)...)
+		}
 		m.fuseSrv.Store(nil)
 		return nil, fmt.Errorf("ring: %w", err)
 	}
@@ -403,6 +418,10 @@ func (m *mount) mountRaw(mountpoint string, root fs.InodeEmbedder, opts *fs.Opti
 	// it, so the mount is usable as it is.
 	return srv, nil
 }
+
+// ringEndWait bounds how long a failed takeover waits for the queues of the
+// connection it ended to give back their descriptors (mountRaw).
+const ringEndWait = 5 * time.Second
 
 // timeout applies Config's timeout convention: 0 is the default, negative 0.
 func timeout(v, def time.Duration) time.Duration {

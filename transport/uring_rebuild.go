@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -226,4 +227,22 @@ func AbortConnection(name string) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(fusectlDir, name, "abort"), []byte("1"), 0)
+}
+
+// Ended reports whether srv's connection has ended (aborted, or unmounted
+// and gone): poll(2) of /dev/fuse then reports POLLERR (fs/fuse/dev.c,
+// fuse_dev_poll, once the input queue is disconnected), and a server whose
+// Serve has returned has closed its descriptor, which it does only then.
+// It does not wait. False when the descriptor cannot be duplicated
+// (EMFILE).
+func Ended(srv *fuse.Server) bool {
+	fd, err := srv.DupDeviceFd()
+	if err != nil {
+		var errno unix.Errno
+		return !errors.As(err, &errno) // closed by Serve's end
+	}
+	defer unix.Close(fd)
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n == 1 && pfd[0].Revents&unix.POLLERR != 0
 }

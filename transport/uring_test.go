@@ -468,3 +468,19 @@ func TestURingThreadBound(t *testing.T) {
 	u.Close()
 	require.Equal(t, before, ringThreads.Load())
 }
+
+// TestEnded: Ended is false while the connection serves and true once it
+// is aborted through fusectl (a failed takeover relies on it to know the
+// abort reached its own connection); the mount then answers ENOTCONN.
+func TestEnded(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (mount(2), fusectl)")
+	}
+	m, err := mountLoopback(t, Dev)
+	require.NoError(t, err)
+	require.False(t, Ended(m.srv), "a connection being served")
+	require.NoError(t, AbortConnection(FusectlName(m.mnt)))
+	require.True(t, Ended(m.srv), "an aborted connection")
+	var st unix.Statfs_t
+	require.Equal(t, unix.ENOTCONN, unix.Statfs(m.mnt, &st))
+}

@@ -17,8 +17,8 @@
 //
 // and prints one line per mode: its name and the median over ROUNDS runs
 // of the microseconds per round trip (wall time over N), e.g.
-// "process-same 13.52". hack/bench.sh reads the process-same line for the
-// floor it prints under the table. A benchmark, not a test.
+// "process-same 13.52". hack/roundtrip.sh prints these lines before its
+// own. A benchmark, not a test.
 //
 // Usage: switchcost [-n N] [-rounds ROUNDS]
 package main
@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -53,11 +54,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "switchcost: -n and -rounds must be at least 1")
 		os.Exit(2)
 	}
-	// Each side of a ping-pong holds a P while it blocks in a raw read:
-	// with fewer Ps than sides plus one, the other side could not run.
-	if runtime.GOMAXPROCS(0) < 3 {
-		runtime.GOMAXPROCS(3)
+	// Each side of the thread ping-pong keeps its P while it blocks in a
+	// raw read, so both need one; and no garbage collection may start: its
+	// stop-the-world would wait for the side blocked in read(2), which
+	// waits for the side already stopped. Nothing here needs collecting.
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
 	}
+	debug.SetGCPercent(-1)
 	var cpus unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
 		fail(err)
@@ -87,7 +91,11 @@ func main() {
 			us = append(us, float64(m.run().Nanoseconds())/1e3/float64(*n))
 		}
 		slices.Sort(us)
-		fmt.Printf("%s %.2f\n", m.name, us[len(us)/2])
+		med := us[len(us)/2]
+		if len(us)%2 == 0 {
+			med = (us[len(us)/2-1] + med) / 2
+		}
+		fmt.Printf("%s %.2f\n", m.name, med)
 	}
 }
 
@@ -96,13 +104,21 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// pin locks the calling goroutine to its thread and the thread to cpu.
-func pin(cpu int) {
+// pin locks the calling goroutine to its thread and the thread to cpu,
+// and returns what undoes both (the thread's CPUs as they were).
+func pin(cpu int) (unpin func()) {
 	runtime.LockOSThread()
-	var s unix.CPUSet
+	var old, s unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		fail(err)
+	}
 	s.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &s); err != nil {
 		fail(err)
+	}
+	return func() {
+		unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
 	}
 }
 
@@ -119,7 +135,8 @@ func pipes() (a, b [2]int) {
 // rw reads or writes one byte of fd with a raw system call, as a C
 // program would: the Go runtime's bookkeeping around a blocking call
 // (entersyscall/exitsyscall) is not part of the hand-off measured. EINTR
-// (the runtime's preemption signal) is retried.
+// is retried (a pipe's read is restarted after a signal with SA_RESTART,
+// as the runtime's are, so it should not occur).
 func rw(trap uintptr, fd int, b *byte) (int, error) {
 	for {
 		m, _, errno := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(b)), 1)
@@ -168,11 +185,13 @@ func threads(cpu, n int) time.Duration {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pin(cpu)
+		defer pin(cpu)()
 		echo(a[0], b[1])
 	}()
-	pin(cpu)
-	defer runtime.UnlockOSThread()
+	defer pin(cpu)()
+	// One untimed round trip: the other thread has started and pinned
+	// itself.
+	ping(b[0], a[1], 1)
 	d := ping(b[0], a[1], n)
 	unix.Close(a[1])
 	<-done
@@ -199,8 +218,7 @@ func processes(cpu, childCPU, n int) time.Duration {
 	for _, f := range childEnds {
 		f.Close()
 	}
-	pin(cpu)
-	defer runtime.UnlockOSThread()
+	defer pin(cpu)()
 	// One untimed round trip: the child has started and pinned itself.
 	ping(b[0], a[1], 1)
 	d := ping(b[0], a[1], n)
@@ -217,6 +235,6 @@ func child(v string) {
 	if err != nil {
 		fail(fmt.Errorf("%s=%q: not a CPU number", childEnv, v))
 	}
-	pin(cpu)
+	defer pin(cpu)()
 	echo(3, 4)
 }
