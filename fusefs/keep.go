@@ -136,7 +136,7 @@ func (r *keepReply) Create(cancel <-chan struct{}, in *fuse.CreateIn, name strin
 		// The predecessor made it: open what it made.
 		in2 := *in
 		in2.Flags &^= syscall.O_EXCL | syscall.O_TRUNC
-		in2.Unique &^= uniqueResend
+		in2.Unique &^= transport.UniqueResend
 		st = r.RawFileSystem.Create(cancel, &in2, name, out)
 	}
 	return r.opened(st, out.Fh, out.NodeId, in.Flags, false)
@@ -201,9 +201,6 @@ func done(op, name string) {
 	}
 }
 
-// uniqueResend marks a request sent again (transport.UniqueResend).
-const uniqueResend = transport.UniqueResend
-
 // again records that the request h is about to change the file system
 // (transport.State.Intend) and reports, for a request the kernel sends
 // again after a takeover, whether the predecessor had begun it (begun) and
@@ -217,9 +214,9 @@ const uniqueResend = transport.UniqueResend
 // link to the same inode, an unlinked name), or keeps the repetition's
 // result (an O_EXCL create, whose exclusivity no state found can prove).
 func (r *keepReply) again(h *fuse.InHeader) (begun, carried bool) {
-	base := h.Unique &^ uniqueResend
+	base := h.Unique &^ transport.UniqueResend
 	r.m.keepState().Intend(base)
-	if h.Unique&uniqueResend == 0 {
+	if h.Unique&transport.UniqueResend == 0 {
 		return false, false
 	}
 	carried, begun = r.m.resent[base]
@@ -229,7 +226,7 @@ func (r *keepReply) again(h *fuse.InHeader) (begun, carried bool) {
 // succeeded records that request h succeeded (transport.State.Done).
 func (r *keepReply) succeeded(h *fuse.InHeader, st fuse.Status) {
 	if st.Ok() {
-		r.m.keepState().Done(h.Unique &^ uniqueResend)
+		r.m.keepState().Done(h.Unique &^ transport.UniqueResend)
 	}
 }
 
@@ -247,7 +244,7 @@ func (r *keepReply) exists(cancel <-chan struct{}, dir uint64, name string) bool
 // entry now there, when it is of type mode (0: any).
 func (r *keepReply) entryOf(cancel <-chan struct{}, h *fuse.InHeader, name string, mode uint32, out *fuse.EntryOut) fuse.Status {
 	hh := *h
-	hh.Unique &^= uniqueResend
+	hh.Unique &^= transport.UniqueResend
 	st := r.RawFileSystem.Lookup(cancel, &hh, name, out)
 	if st.Ok() && mode != 0 && out.Attr.Mode&syscall.S_IFMT != mode {
 		// Not what this request made: forget the lookup just given.

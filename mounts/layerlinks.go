@@ -337,12 +337,7 @@ func (d *differ) fileRenames() error {
 // path), each directory read through its own descriptor, never following
 // a symlink.
 func walkProject(dir int, rel string, f func(string, *unix.Stat_t) error) error {
-	dup, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	names, err := readOpenDir(dup)
-	unix.Close(dup)
+	names, err := readNames(dir)
 	if err != nil {
 		return err
 	}
