@@ -73,7 +73,15 @@ func TestProtectedAliasOfEnclosingRepository(t *testing.T) {
 	d := proj + "/d"
 	require.NoError(t, os.Link(proj+"/.git/config", d+"/cfg"))
 	require.NoError(t, os.Link(proj+"/.git/hooks/pre-commit", d+"/hk"))
-	p := mustCompile(t, Spec{Primary: d, Temp: []string{}})
+	assertRepoAliases(t, mustCompile(t, Spec{Primary: d, Temp: []string{}}), d, "f")
+}
+
+// assertRepoAliases asserts p's decisions in dir, a writable primary root
+// holding cfg and hk, hard links to a protected repository's .git/config
+// and a hook, and free, a file of its own: a write through either link is
+// refused with the rule of what it reaches, one to free allowed.
+func assertRepoAliases(t *testing.T, p *Policy, dir, free string) {
+	t.Helper()
 	for _, c := range []struct {
 		op   Op
 		name string
@@ -81,9 +89,9 @@ func TestProtectedAliasOfEnclosingRepository(t *testing.T) {
 	}{
 		{OpOpenWrite, "cfg", denyConfig},
 		{OpSetattr, "hk", denyHooks},
-		{OpOpenWrite, "f", allow("primary:read-write")},
+		{OpOpenWrite, free, allow("primary:read-write")},
 	} {
-		path := d + "/" + c.name
+		path := dir + "/" + c.name
 		assert.Equal(t, c.want, p.DecideAt(c.op, path, Object{Self: idOf(t, path)}), "%s %s", c.op, c.name)
 	}
 }
@@ -137,19 +145,7 @@ func TestProtectedRepos(t *testing.T) {
 	proj, other := root+"/proj", root+"/other"
 	require.NoError(t, os.Link(proj+"/.git/config", other+"/cfg"))
 	require.NoError(t, os.Link(proj+"/.git/hooks/pre-commit", other+"/hk"))
-	p := mustCompile(t, Spec{Primary: other, Temp: []string{}, ProtectedRepos: []string{proj}})
-	for _, c := range []struct {
-		op   Op
-		name string
-		want Decision
-	}{
-		{OpOpenWrite, "cfg", denyConfig},
-		{OpSetattr, "hk", denyHooks},
-		{OpOpenWrite, "free", allow("primary:read-write")},
-	} {
-		path := other + "/" + c.name
-		assert.Equal(t, c.want, p.DecideAt(c.op, path, Object{Self: idOf(t, path)}), "%s %s", c.op, c.name)
-	}
+	assertRepoAliases(t, mustCompile(t, Spec{Primary: other, Temp: []string{}, ProtectedRepos: []string{proj}}), other, "free")
 	_, err := Compile(Spec{Primary: other, ProtectedRepos: []string{"proj"}})
 	assert.EqualError(t, err, `policy: protected_repos[0] "proj": must be an absolute, clean path`)
 }
